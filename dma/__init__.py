@@ -1,0 +1,1 @@
+"""DMA engine: trigger queue, command table, address generator, link packets (issue: dma/)."""

@@ -1,0 +1,146 @@
+"""Payloads and channels shared by every T3 block.
+
+The memory request is what travels from a requester (the CUs' compute port, the DMA engine, the
+link receiver) through the memory-controller arbiter into the DRAM command queue; the Tracker
+observes requests as they are enqueued.  The memory response returns read data (and the error
+flag of any command) to the requester that asked.
+
+Codes are shaped enums so that the exported Verilog and the Python models use the same numbers.
+Layouts depend on :class:`hw.params.T3Params` and are built by functions; :func:`pack` and
+:func:`unpack` convert between a payload's integer value (as seen on an exported port such as
+``i__payload``) and a ``dict`` of field values, for the cocotb agents and the golden models.
+"""
+
+from amaranth.lib import data, enum, stream
+
+from .params import T3Params
+
+
+__all__ = [
+    "Op", "Stream", "Source", "ElemType", "ELEM_BYTES",
+    "mem_request_layout", "mem_response_layout", "request_signature", "response_signature",
+    "pack", "unpack",
+]
+
+
+class Op(enum.Enum, shape=2):
+    """Memory command.  ``UPDATE`` is op-and-store: ``mem[a] = mem[a] + data`` lane-wise."""
+    READ   = 0
+    STORE  = 1
+    UPDATE = 2
+
+
+class Stream(enum.Enum, shape=1):
+    """Which memory-controller stream a request belongs to."""
+    COMPUTE = 0   # the GEMM's reads and writes
+    COMM    = 1   # DMA reads, incoming remote and DMA updates
+
+
+class Source(enum.Enum, shape=2):
+    """Who produced a tracked update (the Tracker counts all three the same way)."""
+    LOCAL  = 0    # this GPU's CUs
+    REMOTE = 1    # a neighbour GPU's CUs, through remote_map
+    DMA    = 2    # a neighbour GPU's DMA engine
+
+
+class ElemType(enum.Enum, shape=2):
+    """Element type of the lanes of a beat."""
+    FP16  = 0
+    BF16  = 1
+    FP32  = 2
+    INT32 = 3
+
+
+#: Bytes per element of each :class:`ElemType`.
+ELEM_BYTES = {ElemType.FP16: 2, ElemType.BF16: 2, ElemType.FP32: 4, ElemType.INT32: 4}
+
+
+def mem_request_layout(params: T3Params):
+    """Layout of one memory request.
+
+    Fields
+    ------
+    addr : ``params.addr_bits``
+        Byte address of the beat (aligned to ``params.beat_bytes``).
+    data : ``params.beat_bits``
+        Write data for ``STORE`` and ``UPDATE``; ignored for ``READ``.
+    mask : ``params.beat_bytes``
+        Byte enables: bit ``i`` enables byte ``i`` of ``data``.  For ``UPDATE`` and for tracked
+        accesses it must cover whole elements of ``etype``.
+    op : :class:`Op`
+    stream : :class:`Stream`
+    source : :class:`Source`
+    wg_id : ``params.wg_id_bits``
+        Workgroup that produced the access (the GEMM's global WG index within the kernel).
+    wf_id : ``params.wf_id_bits``
+        Wavefront within the workgroup.
+    tracked : 1
+        The access counts towards its wavefront tile at the Tracker (GEMM stores with the
+        ``update`` flag, remote and DMA updates).
+    etype : :class:`ElemType`
+        Element type of the lanes.
+    tag : ``params.tag_bits``
+        Returned unchanged in the response.
+    """
+    return data.StructLayout({
+        "addr":    params.addr_bits,
+        "data":    params.beat_bits,
+        "mask":    params.beat_bytes,
+        "op":      Op,
+        "stream":  Stream,
+        "source":  Source,
+        "wg_id":   params.wg_id_bits,
+        "wf_id":   params.wf_id_bits,
+        "tracked": 1,
+        "etype":   ElemType,
+        "tag":     params.tag_bits,
+    })
+
+
+def mem_response_layout(params: T3Params):
+    """Layout of one memory response: ``data`` (read data), ``tag``, ``op``, ``stream`` and
+    ``error`` (the command was refused: bad type, address or alignment; memory untouched)."""
+    return data.StructLayout({
+        "data":   params.beat_bits,
+        "tag":    params.tag_bits,
+        "op":     Op,
+        "stream": Stream,
+        "error":  1,
+    })
+
+
+def request_signature(params: T3Params):
+    """A valid/ready channel of memory requests."""
+    return stream.Signature(mem_request_layout(params))
+
+
+def response_signature(params: T3Params):
+    """A valid/ready channel of memory responses."""
+    return stream.Signature(mem_response_layout(params))
+
+
+def pack(layout, values):
+    """Integer value of a payload of ``layout`` from a mapping of field values.
+
+    Missing fields are zero; enum members are converted to their value.  A value that does not
+    fit its field raises :class:`ValueError` (nothing is silently truncated).
+    """
+    unknown = set(values) - {name for name, _ in layout}
+    if unknown:
+        raise ValueError(f"unknown field(s) {sorted(unknown)} for layout {layout!r}")
+    word = 0
+    for name, field in layout:
+        value = values.get(name, 0)
+        if isinstance(value, enum.Enum):
+            value = value.value
+        value = int(value)
+        if not 0 <= value < (1 << field.width):
+            raise ValueError(f"field {name!r} value {value} does not fit {field.width} bits")
+        word |= value << field.offset
+    return word
+
+
+def unpack(layout, word):
+    """Mapping of field name to integer value from the integer value of a payload."""
+    word = int(word)
+    return {name: (word >> field.offset) & ((1 << field.width) - 1) for name, field in layout}

@@ -1,0 +1,52 @@
+"""Helpers for testbenches under Amaranth's own simulator (``amaranth.sim``).
+
+In the style of Glasgow's gateware tests: ``await stream_put(ctx, port, payload)`` and
+``await stream_get(ctx, port)`` move one transfer across a ``stream.Signature`` port;
+``csr_write``/``csr_read`` use a block's :func:`hw.csr.csr_signature` port.  Payloads are the
+integer value of the port's layout (build them with :func:`hw.interfaces.pack`).
+"""
+
+__all__ = ["stream_put", "stream_get", "csr_write", "csr_read", "reg_write", "reg_read"]
+
+
+async def stream_put(ctx, port, payload):
+    """Offer ``payload`` on ``port`` until the design takes it; returns after that edge."""
+    ctx.set(port.payload.as_value(), payload)
+    ctx.set(port.valid, 1)
+    await ctx.tick().until(port.ready)
+    ctx.set(port.valid, 0)
+
+
+async def stream_get(ctx, port):
+    """Accept one transfer from ``port``; returns its payload as an integer."""
+    ctx.set(port.ready, 1)
+    payload, = await ctx.tick().sample(port.payload.as_value()).until(port.valid)
+    ctx.set(port.ready, 0)
+    return payload
+
+
+async def csr_write(ctx, bus, addr, value):
+    ctx.set(bus.addr, addr)
+    ctx.set(bus.w_data, value)
+    ctx.set(bus.w_stb, 1)
+    await ctx.tick()
+    ctx.set(bus.w_stb, 0)
+
+
+async def csr_read(ctx, bus, addr):
+    ctx.set(bus.addr, addr)
+    await ctx.tick()
+    return ctx.get(bus.r_data)
+
+
+async def reg_write(ctx, bus, regs, name, value):
+    """Write register ``name`` of :class:`hw.csr.RegisterFile` ``regs`` (all its words)."""
+    for addr, word in regs.word_writes(name, value):
+        await csr_write(ctx, bus, addr, word)
+
+
+async def reg_read(ctx, bus, regs, name):
+    """Read register ``name`` of ``regs`` (all its words)."""
+    base = regs.address(name)
+    words = [await csr_read(ctx, bus, base + k) for k in range(regs[name].words)]
+    return regs.from_words(name, words)

@@ -1,0 +1,1 @@
+"""Near-bank op-and-store unit with HBM2 bank timing (issue: nmc/)."""

@@ -1,0 +1,106 @@
+"""Drive the Tracker RTL under Amaranth's simulator (the fast in-process test layer).
+
+:func:`simulate_tracker` programs the regions through the register port, streams ``requests``
+in with random input gaps, takes triggers out under random backpressure, and returns what the
+hardware did (triggers with their cycle numbers, the cycle each access was taken, registers),
+ready to compare against :class:`tracker.model.TrackerModel`.
+"""
+
+import dataclasses
+import random
+
+from amaranth.sim import Simulator
+
+from hw.interfaces import mem_request_layout, pack, unpack
+from hw.testing import reg_read, reg_write
+from tracker.config import register_values
+from tracker.rtl import Tracker, trigger_layout
+
+
+__all__ = ["simulate_tracker", "TrackerRun", "READBACK"]
+
+
+#: Registers read back after every run.
+READBACK = ("status", "errors", "accesses", "tracked", "triggers", "stall_full", "stall_out",
+            "occupancy", "peak_occupancy")
+
+
+@dataclasses.dataclass
+class TrackerRun:
+    triggers: list          # [(cycle o handshaked, payload dict)]
+    taken: list             # cycle each request was taken on i
+    regs: dict              # READBACK name -> value
+    cycles: int             # cycles from the first access offered to the end of the run
+
+
+def simulate_tracker(params, tparams, regions, requests, *, seed=0, in_gap=0.0, out_stall=0.0,
+                     enable=True, max_cycles=None, vcd=None, extra_writes=()):
+    """Run ``requests`` (dicts of request fields) through a fresh Tracker.
+
+    ``in_gap`` and ``out_stall`` are the per-cycle probabilities of an idle input cycle and of
+    ``o.ready`` low.  The run ends when every request was taken and ``o`` has been idle for a
+    few cycles, or after ``max_cycles`` (then fewer requests are taken: a set-full stall).
+    """
+    dut = Tracker(params, tparams)
+    req_layout = mem_request_layout(params)
+    trig_layout = trigger_layout(params, tparams)
+    rng = random.Random(seed)
+    max_cycles = max_cycles or 20 * len(requests) + tparams.sets + 200
+    triggers, taken, regs = [], [], {}
+    state = {"done": False, "cycles": 0}
+
+    async def producer(ctx):
+        for name, value in list(register_values(tparams, regions, enable)) + list(extra_writes):
+            await reg_write(ctx, dut.csr, dut.regs, name, value)
+        while not ctx.get(dut.i.ready):          # the table flush after reset
+            await ctx.tick()
+        cycle = 0
+        words = [pack(req_layout, r) for r in requests]
+        index = 0
+        while index < len(words) and cycle < max_cycles:
+            if in_gap and rng.random() < in_gap:
+                ctx.set(dut.i.valid, 0)
+            else:
+                ctx.set(dut.i.payload.as_value(), words[index])
+                ctx.set(dut.i.valid, 1)
+            _, _, valid, ready = await ctx.tick().sample(dut.i.valid, dut.i.ready)
+            if valid and ready:
+                taken.append(cycle)
+                index += 1
+            cycle += 1
+        ctx.set(dut.i.valid, 0)
+        # drain: wait until the output has been quiet for a while
+        quiet = 0
+        while quiet < 8 and cycle < max_cycles:
+            _, _, o_valid = await ctx.tick().sample(dut.o.valid)
+            quiet = 0 if o_valid else quiet + 1
+            cycle += 1
+        state["cycles"] = cycle
+        for name in READBACK:
+            regs[name] = await reg_read(ctx, dut.csr, dut.regs, name)
+        state["done"] = True
+
+    async def consumer(ctx):
+        cycle = 0
+        # align cycle numbering with the producer: count from the first offered access
+        while not ctx.get(dut.i.valid):
+            await ctx.tick()
+        while not state["done"]:
+            ready = not (out_stall and rng.random() < out_stall)
+            ctx.set(dut.o.ready, ready)
+            _, _, valid, rdy, payload = await ctx.tick().sample(
+                dut.o.valid, dut.o.ready, dut.o.payload.as_value())
+            if valid and rdy:
+                triggers.append((cycle, unpack(trig_layout, payload)))
+            cycle += 1
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-9)
+    sim.add_testbench(producer)
+    sim.add_testbench(consumer, background=True)
+    if vcd:
+        with sim.write_vcd(vcd):
+            sim.run()
+    else:
+        sim.run()
+    return TrackerRun(triggers, taken, regs, state["cycles"])

@@ -1,0 +1,280 @@
+"""Tracker geometry, region configuration, register map and the driver-side checks.
+
+Everything here is plain Python: the RTL (:mod:`tracker.rtl`), the golden model
+(:mod:`tracker.model`) and the driver of the system issue all take these objects, so the
+geometry and the register map exist once.
+"""
+
+import dataclasses
+from collections import Counter
+
+from hw.csr import Reg, RegisterFile
+from hw.params import T3Params
+
+
+__all__ = [
+    "TrackerParams", "Region", "Status", "tracker_registers", "check_regions",
+    "check_schedule", "entry_bits", "table_bits", "register_values", "PAPER_TABLE_BITS",
+]
+
+
+#: The paper's Tracker size, 19 KB (section 4.2.1), in bits.
+PAPER_TABLE_BITS = 19 * 1024 * 8
+
+#: Width of the per-region ``updates_per_element`` field.
+UPDATES_BITS = 8
+
+
+def _is_pow2(value):
+    return isinstance(value, int) and value > 0 and value & (value - 1) == 0
+
+
+@dataclasses.dataclass(frozen=True)
+class TrackerParams:
+    """Geometry of the Tracker table.
+
+    Parameters
+    ----------
+    sets : int
+        Number of sets, a power of two from 1 to 4096 (256 in the paper); the set index is the
+        ``log2(sets)`` least significant bits of ``wg_id``.
+    ways : int
+        Entries per set, 1 to 16 (8 in the paper's 19 KB configuration: one per ``wf_id``).
+    regions : int
+        Entries of the region table, 1 to 16.
+    count_bits : int
+        Width of an entry's update counter, 1 to 32.  The threshold of every region must fit.
+    """
+
+    sets: int = 256
+    ways: int = 8
+    regions: int = 4
+    count_bits: int = 16
+
+    def __post_init__(self):
+        if not _is_pow2(self.sets) or self.sets > 4096:
+            raise ValueError(f"sets must be a power of two from 1 to 4096, not {self.sets!r}")
+        for name, lo, hi in (("ways", 1, 16), ("regions", 1, 16), ("count_bits", 1, 32)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+                raise ValueError(f"{name} must be an integer from {lo} to {hi}, not {value!r}")
+
+    @property
+    def set_bits(self):
+        return self.sets.bit_length() - 1
+
+    @property
+    def region_bits(self):
+        return max(1, (self.regions - 1).bit_length())
+
+    @property
+    def max_count(self):
+        return (1 << self.count_bits) - 1
+
+    def check_against(self, params: T3Params):
+        """Refuse a geometry that the system's ``wg_id`` cannot index."""
+        if self.set_bits > params.wg_id_bits:
+            raise ValueError(f"sets {self.sets} needs {self.set_bits} wg_id bits to index, "
+                             f"but wg_id_bits is {params.wg_id_bits}")
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+
+class Status:
+    """Bits of the ``status`` register (sticky; write 1 to clear, except ``FLUSHING``)."""
+    SET_FULL        = 1 << 0  # an access needed a way in a full set; input stalled
+    OVER_THRESHOLD  = 1 << 1  # an update would take a tile past its threshold; not counted
+    COUNT_OVERFLOW  = 1 << 2  # the counter would pass 2**count_bits - 1; not counted
+    REGION_MISMATCH = 1 << 3  # an open tile was updated through another region; not counted
+    BAD_ACCESS      = 1 << 4  # mask empty or not whole elements, or address not beat aligned
+    FLUSHING        = 1 << 8  # live: the table is being cleared (after reset or a flush)
+    ERRORS = OVER_THRESHOLD | COUNT_OVERFLOW | REGION_MISMATCH | BAD_ACCESS
+    STICKY = SET_FULL | ERRORS
+
+
+@dataclasses.dataclass(frozen=True)
+class Region:
+    """One programmed address range of tracked output.
+
+    ``[base, base + size)`` in bytes; every wavefront tile in it expects
+    ``tile_elems * updates_per_element`` element updates before it fires.
+    """
+    base: int
+    size: int
+    tile_elems: int
+    updates_per_element: int = 2
+
+    @property
+    def threshold(self):
+        return self.tile_elems * self.updates_per_element
+
+    def contains(self, addr):
+        return self.base <= addr < self.base + self.size
+
+
+def check_regions(params: T3Params, tparams: TrackerParams, regions):
+    """Refuse a region table the hardware would misinterpret.  Returns ``regions`` as a list.
+
+    Checks: at most ``tparams.regions`` regions; ``base`` and ``size`` beat-aligned, ``size``
+    non-zero, the range inside the address space; no two regions overlap; ``tile_elems`` and
+    ``updates_per_element`` positive and fitting their registers; the threshold fits the
+    counter.
+    """
+    regions = list(regions)
+    if len(regions) > tparams.regions:
+        raise ValueError(f"{len(regions)} regions given but the Tracker has "
+                         f"{tparams.regions} region registers")
+    for index, r in enumerate(regions):
+        where = f"region {index}"
+        for field in ("base", "size", "tile_elems", "updates_per_element"):
+            value = getattr(r, field)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{where}: {field} must be a non-negative integer, "
+                                 f"not {value!r}")
+        if r.size == 0:
+            raise ValueError(f"{where}: size must be positive, not 0")
+        for field in ("base", "size"):
+            value = getattr(r, field)
+            if value % params.beat_bytes:
+                raise ValueError(f"{where}: {field} 0x{value:x} is not a multiple of the "
+                                 f"beat size {params.beat_bytes}")
+        if r.base + r.size > (1 << params.addr_bits):
+            raise ValueError(f"{where}: base 0x{r.base:x} + size 0x{r.size:x} passes the "
+                             f"{params.addr_bits}-bit address space")
+        if not 1 <= r.tile_elems <= tparams.max_count:
+            raise ValueError(f"{where}: tile_elems must be from 1 to {tparams.max_count}, "
+                             f"not {r.tile_elems}")
+        if not 1 <= r.updates_per_element < (1 << UPDATES_BITS):
+            raise ValueError(f"{where}: updates_per_element must be from 1 to "
+                             f"{(1 << UPDATES_BITS) - 1}, not {r.updates_per_element}")
+        if r.threshold > tparams.max_count:
+            raise ValueError(f"{where}: threshold {r.tile_elems} x {r.updates_per_element} = "
+                             f"{r.threshold} does not fit count_bits {tparams.count_bits} "
+                             f"(max {tparams.max_count})")
+    for i, a in enumerate(regions):
+        for j in range(i + 1, len(regions)):
+            b = regions[j]
+            if a.base < b.base + b.size and b.base < a.base + a.size:
+                raise ValueError(f"region {i} [0x{a.base:x}, 0x{a.base + a.size:x}) overlaps "
+                                 f"region {j} [0x{b.base:x}, 0x{b.base + b.size:x})")
+    return regions
+
+
+def check_schedule(params: T3Params, tparams: TrackerParams, stages, wfs_per_wg,
+                   open_stages=2):
+    """Refuse a schedule that can put more open tiles in one set than it has ways.
+
+    Parameters
+    ----------
+    stages : list of iterables of int
+        The ``wg_id`` of every workgroup of each tracked producer stage, in stage order.
+    wfs_per_wg : int
+        Wavefronts per workgroup; each writes one tile, so each opens one Tracker entry.
+    open_stages : int
+        How many consecutive stages can have open tiles at once.  In the staggered ring
+        reduce-scatter a tile of step ``s`` opens with the first of its local update (during
+        step ``s``) and its neighbour's update (sent during the neighbour's step ``s - 1``), so
+        two consecutive stages can be open together: the default is 2.
+
+    A tile is open from its first counted update until the update that fires its trigger.  If
+    the tiles of any ``open_stages`` consecutive stages mapping to one set outnumber the ways,
+    the Tracker could stall with a full set; this check is what guarantees that it never does
+    for a configuration the driver accepts.  Also refused: a ``wg_id`` or ``wf_id`` that does
+    not fit its field, and a ``wg_id`` used twice within a window (two open tiles would share
+    an entry).
+    """
+    if not isinstance(wfs_per_wg, int) or not 1 <= wfs_per_wg <= (1 << params.wf_id_bits):
+        raise ValueError(f"wfs_per_wg must be from 1 to {1 << params.wf_id_bits} "
+                         f"(wf_id_bits {params.wf_id_bits}), not {wfs_per_wg!r}")
+    if not isinstance(open_stages, int) or open_stages < 1:
+        raise ValueError(f"open_stages must be a positive integer, not {open_stages!r}")
+    tparams.check_against(params)
+    stages = [list(stage) for stage in stages]
+    for index, stage in enumerate(stages):
+        for wg in stage:
+            if not 0 <= wg < (1 << params.wg_id_bits):
+                raise ValueError(f"stage {index}: wg_id {wg} does not fit wg_id_bits "
+                                 f"{params.wg_id_bits}")
+    for first in range(max(1, len(stages) - open_stages + 1)):
+        window = stages[first:first + open_stages]
+        last = first + len(window) - 1
+        ids = Counter(wg for stage in window for wg in stage)
+        twice = sorted(wg for wg, n in ids.items() if n > 1)
+        if twice:
+            raise ValueError(f"wg_id {twice[0]} appears more than once in stages "
+                             f"{first}-{last}, which can be open together")
+        per_set = Counter(wg % tparams.sets for wg in ids)
+        for set_index, n_wg in sorted(per_set.items()):
+            if n_wg * wfs_per_wg > tparams.ways:
+                raise ValueError(
+                    f"set {set_index} would hold {n_wg * wfs_per_wg} open tiles in stages "
+                    f"{first}-{last} ({n_wg} workgroups x {wfs_per_wg} wavefronts) but the "
+                    f"Tracker has {tparams.ways} ways")
+
+
+def entry_bits(params: T3Params, tparams: TrackerParams):
+    """Bits of one table entry: valid, tag (``wg_msb``, ``wf_id``), beat start address,
+    counter, region index."""
+    tag = params.wg_id_bits - tparams.set_bits + params.wf_id_bits
+    start = params.addr_bits - params.beat_offset_bits
+    return 1 + tag + start + tparams.count_bits + tparams.region_bits
+
+
+def table_bits(params: T3Params, tparams: TrackerParams):
+    """Bits of the whole table (``sets * ways`` entries)."""
+    return tparams.sets * tparams.ways * entry_bits(params, tparams)
+
+
+def tracker_registers(params: T3Params, tparams: TrackerParams):
+    """The Tracker's register map (a fresh :class:`hw.csr.RegisterFile`)."""
+    regs = [
+        Reg("info", 32, "ro", "geometry: [7:0] log2(sets), [15:8] ways, [23:16] regions, "
+                              "[31:24] count_bits"),
+        Reg("ctrl", 1, "rw", "[0] enable: count tracked accesses (0: all pass untouched)"),
+        Reg("cmd", 2, "wo", "write 1: [0] flush the table (input stalls `sets` cycles), "
+                            "[1] clear the counters"),
+        Reg("status", 9, "w1c", "sticky: [0] set_full, [1] over_threshold, "
+                                "[2] count_overflow, [3] region_mismatch, [4] bad_access; "
+                                "live: [8] flushing"),
+        Reg("errors", 32, "ro", "accesses refused with an error (not counted into any tile)"),
+        Reg("accesses", 32, "ro", "accesses taken from the input"),
+        Reg("tracked", 32, "ro", "accesses counted into a tile"),
+        Reg("triggers", 32, "ro", "triggers fired"),
+        Reg("stall_full", 32, "ro", "cycles the head access waited for a way in a full set"),
+        Reg("stall_out", 32, "ro", "cycles the head access waited for the trigger output"),
+        Reg("occupancy", 32, "ro", "valid entries now"),
+        Reg("peak_occupancy", 32, "ro", "most valid entries at once since the counters were "
+                                        "cleared"),
+    ]
+    for r in range(tparams.regions):
+        regs += [
+            Reg(f"region{r}_base", params.addr_bits, "rw", f"region {r}: first byte address"),
+            Reg(f"region{r}_size", params.addr_bits, "rw",
+                f"region {r}: size in bytes (0: region off)"),
+            Reg(f"region{r}_tile_elems", tparams.count_bits, "rw",
+                f"region {r}: elements per wavefront tile"),
+            Reg(f"region{r}_updates", UPDATES_BITS, "rw",
+                f"region {r}: updates expected per element"),
+        ]
+    return RegisterFile(regs)
+
+
+def register_values(tparams: TrackerParams, regions, enable=True):
+    """``[(register name, value), ...]`` that program ``regions`` (unused region registers
+    are switched off with size 0) and then ``ctrl.enable``.  Check the regions first with
+    :func:`check_regions`."""
+    values = []
+    for index in range(tparams.regions):
+        r = regions[index] if index < len(regions) else None
+        if r is None:
+            values.append((f"region{index}_size", 0))
+            continue
+        values += [
+            (f"region{index}_base", r.base),
+            (f"region{index}_size", r.size),
+            (f"region{index}_tile_elems", r.tile_elems),
+            (f"region{index}_updates", r.updates_per_element),
+        ]
+    values.append(("ctrl", int(enable)))
+    return values

@@ -1,0 +1,155 @@
+"""Golden model of the Tracker: the same semantics as :class:`tracker.rtl.Tracker`, one access
+at a time, in plain Python.
+
+The hardware processes accesses strictly in order, so the sequence of triggers, the error
+counts, the status bits and the table occupancy after each access are functions of the access
+sequence alone; both test layers compare the RTL against this model.  Timing is not modelled
+here beyond the documented constants (:data:`TRIGGER_LATENCY`).
+"""
+
+import dataclasses
+
+from hw.interfaces import ELEM_BYTES, ElemType, Op
+from hw.params import T3Params
+from .config import Region, Status, TrackerParams
+
+
+__all__ = ["TrackerModel", "Outcome", "TRIGGER_LATENCY"]
+
+
+#: Cycles from the input handshake of a tile's completing access to its trigger on ``o``.
+TRIGGER_LATENCY = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What one access did.
+
+    ``kind`` is ``"pass"`` (not counted), ``"count"``, ``"fire"`` (counted and completed its
+    tile; ``trigger`` is a dict like the RTL's trigger payload), ``"error"`` (``error`` is the
+    :class:`Status` bit) or ``"full"`` (needs a way in a full set: the RTL holds it; the model's
+    state is unchanged and the caller decides what to do).
+    """
+    kind: str
+    trigger: dict = None
+    error: int = 0
+
+
+@dataclasses.dataclass
+class _Entry:
+    tag: int
+    start: int
+    count: int
+    region: int
+
+
+class TrackerModel:
+    """Transaction-level Tracker.
+
+    Parameters
+    ----------
+    params, tparams
+        As for the RTL.
+    regions : list of :class:`tracker.config.Region`
+        Programmed regions, index = region register number (``None`` for an unused one).
+    enable : bool
+    """
+
+    def __init__(self, params: T3Params, tparams: TrackerParams, regions=(), enable=True):
+        tparams.check_against(params)
+        self.params = params
+        self.tparams = tparams
+        self.regions = list(regions) + [None] * (tparams.regions - len(regions))
+        if len(self.regions) > tparams.regions:
+            raise ValueError(f"{len(regions)} regions given but the Tracker has "
+                             f"{tparams.regions} region registers")
+        self.enable = enable
+        self.sets = [[None] * tparams.ways for _ in range(tparams.sets)]
+        self.status = 0
+        self.counters = dict.fromkeys(
+            ("errors", "accesses", "tracked", "triggers"), 0)
+        self.occupancy = 0
+        self.peak_occupancy = 0
+
+    def region_of(self, addr):
+        """Index of the lowest-numbered region containing ``addr``, or ``None``."""
+        for index, region in enumerate(self.regions):
+            if region is not None and region.size and region.contains(addr):
+                return index
+        return None
+
+    def increment(self, req):
+        """Elements the access's mask enables, or ``None`` if the access is malformed."""
+        p = self.params
+        ebytes = ELEM_BYTES[ElemType(req["etype"])]
+        mask = req["mask"]
+        if mask == 0 or req["addr"] % p.beat_bytes:
+            return None
+        lane_mask = (1 << ebytes) - 1
+        for k in range(0, p.beat_bytes, ebytes):
+            lanes = (mask >> k) & lane_mask
+            if lanes not in (0, lane_mask):
+                return None
+        return bin(mask).count("1") // ebytes
+
+    def access(self, req):
+        """Apply one access (a dict of :func:`hw.interfaces.mem_request_layout` fields)."""
+        outcome = self._access(req)
+        self.counters["accesses"] += 1      # the RTL takes a held access from its input too
+        if outcome.kind in ("count", "fire"):
+            self.counters["tracked"] += 1
+        if outcome.kind == "fire":
+            self.counters["triggers"] += 1
+        if outcome.kind == "error":
+            self.counters["errors"] += 1
+        if outcome.kind in ("error", "full"):
+            self.status |= outcome.error
+        self.peak_occupancy = max(self.peak_occupancy, self.occupancy)
+        return outcome
+
+    def _access(self, req):
+        p, tp = self.params, self.tparams
+        region = self.region_of(req["addr"])
+        if not (self.enable and req["tracked"] and req["op"] in (Op.STORE.value, Op.UPDATE.value)
+                and region is not None):
+            return Outcome("pass")
+        inc = self.increment(req)
+        if inc is None:
+            return Outcome("error", error=Status.BAD_ACCESS)
+        threshold = self.regions[region].threshold
+        row = self.sets[req["wg_id"] % tp.sets]
+        tag = (req["wg_id"] >> tp.set_bits, req["wf_id"])
+        beat = req["addr"] >> p.beat_offset_bits
+        way = next((w for w, e in enumerate(row) if e is not None and e.tag == tag), None)
+        if way is not None:
+            entry = row[way]
+            if entry.region != region:
+                return Outcome("error", error=Status.REGION_MISMATCH)
+            count, start = entry.count + inc, min(entry.start, beat)
+        else:
+            count, start = inc, beat
+        if count > threshold:
+            return Outcome("error", error=Status.OVER_THRESHOLD)
+        if count > tp.max_count:
+            return Outcome("error", error=Status.COUNT_OVERFLOW)
+        if count == threshold:
+            if way is not None:
+                row[way] = None
+                self.occupancy -= 1
+            return Outcome("fire", trigger={
+                "wg_id": req["wg_id"], "wf_id": req["wf_id"],
+                "addr": start << p.beat_offset_bits, "region": region})
+        if way is None:
+            way = next((w for w, e in enumerate(row) if e is None), None)
+            if way is None:
+                return Outcome("full", error=Status.SET_FULL)
+            row[way] = _Entry(tag, start, count, region)
+            self.occupancy += 1
+        else:
+            row[way].count, row[way].start = count, start
+        return Outcome("count")
+
+    def flush(self):
+        """``cmd.flush``: every entry invalid."""
+        self.sets = [[None] * self.tparams.ways for _ in range(self.tparams.sets)]
+        self.occupancy = 0
