@@ -78,8 +78,11 @@ class T3Params:
         """Address bits below the beat: an aligned beat address has these bits zero."""
         return self.beat_bytes.bit_length() - 1
 
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
     def to_json(self):
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+        return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
     def from_json(cls, text):

@@ -15,7 +15,7 @@ from hw.interfaces import ELEM_BYTES, ElemType, Op, Source, Stream
 from tracker.config import Region
 
 
-__all__ = ["random_regions", "tile_traffic", "ring_step_traffic", "error_traffic"]
+__all__ = ["random_regions", "tile_traffic", "ring_step_traffic", "error_traffic", "request"]
 
 
 def random_regions(params, tparams, rng, count=None, max_tile_elems=48):
@@ -32,8 +32,9 @@ def random_regions(params, tparams, rng, count=None, max_tile_elems=48):
     return regions
 
 
-def _request(params, addr, mask, etype, wg_id=0, wf_id=0, op=Op.UPDATE, tracked=1,
-             source=Source.LOCAL):
+def request(params, addr, mask, etype, wg_id=0, wf_id=0, op=Op.UPDATE, tracked=1,
+            source=Source.LOCAL):
+    """A memory request dict (fields of :func:`hw.interfaces.mem_request_layout`)."""
     return {
         "addr": addr, "mask": mask, "op": op.value, "tracked": tracked,
         "etype": etype.value, "wg_id": wg_id, "wf_id": wf_id, "source": source.value,
@@ -98,7 +99,7 @@ def tile_traffic(params, tparams, regions, n_accesses, rng, noise=0.15, max_open
         k = rng.randint(1, min(remaining, lanes))
         addr = base + rng.randrange(0, 8) * params.beat_bytes
         source = rng.choice(list(Source))
-        requests.append(_request(params, addr, _element_mask(params, etype, k, rng), etype,
+        requests.append(request(params, addr, _element_mask(params, etype, k, rng), etype,
                                  key[0], key[1], rng.choice([Op.STORE, Op.UPDATE]),
                                  source=source))
         open_tiles[key][0] -= k
@@ -116,50 +117,52 @@ def _noise(params, regions, rng, etypes):
     wg = rng.randrange(1 << params.wg_id_bits)
     mask = _element_mask(params, etype, 1, rng)
     if kind == 0:        # a read inside a region, marked tracked: reads are never counted
-        return _request(params, region.base, mask, etype, wg, 0, Op.READ)
+        return request(params, region.base, mask, etype, wg, 0, Op.READ)
     if kind == 1:        # an untracked store inside a region
-        return _request(params, region.base, mask, etype, wg, 0, Op.STORE, tracked=0)
+        return request(params, region.base, mask, etype, wg, 0, Op.STORE, tracked=0)
     # a tracked update outside every region
     addr = rng.randrange(0, regions[0].base, params.beat_bytes) if regions[0].base else 0
     if any(r.contains(addr) for r in regions):
-        return _request(params, region.base, mask, etype, wg, 0, Op.READ)
-    return _request(params, addr, mask, etype, wg, 0, Op.UPDATE)
+        return request(params, region.base, mask, etype, wg, 0, Op.READ)
+    return request(params, addr, mask, etype, wg, 0, Op.UPDATE)
 
 
-def error_traffic(params, tparams, regions, rng):
+def error_traffic(params, tparams, regions, rng, wg_id=1):
     """Requests that must each raise one error in a Tracker programmed with ``regions``
-    (at least two regions): ``[(request, Status bit), ...]`` interleaved with good tiles.
+    (at least two): ``[(request, Status bit or None), ...]``, errors interleaved with the
+    good accesses that complete the same tiles, all with ``wg_id``.
 
-    Over-threshold, region mismatch and bad accesses (empty mask, partial element, unaligned
+    Over threshold, region mismatch and bad accesses (empty mask, partial element, unaligned
     address); the RTL and the model must agree on every outcome.
     """
     from tracker.config import Status
-    out = []
     etype = ElemType.FP32
-    lanes = params.beat_bytes // 4
+    lanes = params.beat_bytes // ELEM_BYTES[etype]
     r0, r1 = regions[0], regions[1]
-    wg = 1 % (1 << params.wg_id_bits)
-    # 1. over threshold: a tile receives more elements than it expects in one beat
-    if r0.threshold < lanes:
-        mask = _element_mask(params, etype, r0.threshold + 1, rng)
-        out.append((_request(params, r0.base, mask, etype, wg, 0), Status.OVER_THRESHOLD))
-    # 2. region mismatch: open a tile in r0 (when it needs more than one access) and then
-    #    update the same (wg, wf) through r1; then complete the tile properly.
+    out = []
+
+    def fill(region, wf, elements):
+        while elements:
+            k = min(elements, lanes)
+            out.append((request(params, region.base, _element_mask(params, etype, k, rng),
+                                etype, wg_id, wf), None))
+            elements -= k
+
+    # 1. over threshold: one element short of the threshold, then a beat of two
+    fill(r0, 0, r0.threshold - 1)
+    out.append((request(params, r0.base, _element_mask(params, etype, 2, rng), etype, wg_id, 0),
+                Status.OVER_THRESHOLD))
+    fill(r0, 0, 1)
+    # 2. region mismatch: a tile open in r0 updated through r1, then completed in r0
     if r0.threshold > 1:
-        out.append((_request(params, r0.base, _element_mask(params, etype, 1, rng), etype,
-                             wg, 1), None))
-        out.append((_request(params, r1.base, _element_mask(params, etype, 1, rng), etype,
-                             wg, 1), Status.REGION_MISMATCH))
-        remaining = r0.threshold - 1
-        while remaining:
-            k = min(remaining, lanes)
-            out.append((_request(params, r0.base, _element_mask(params, etype, k, rng), etype,
-                                 wg, 1), None))
-            remaining -= k
-    # 3. bad accesses
-    out.append((_request(params, r0.base, 0, etype, wg, 2), Status.BAD_ACCESS))
-    out.append((_request(params, r0.base, 0b11, etype, wg, 2), Status.BAD_ACCESS))
-    out.append((_request(params, r0.base + 4, 0xF, etype, wg, 2), Status.BAD_ACCESS))
+        fill(r0, 1, 1)
+        out.append((request(params, r1.base, _element_mask(params, etype, 1, rng), etype,
+                            wg_id, 1), Status.REGION_MISMATCH))
+        fill(r0, 1, r0.threshold - 1)
+    # 3. bad accesses: empty mask, half an fp32 element, unaligned address
+    out.append((request(params, r0.base, 0, etype, wg_id, 2), Status.BAD_ACCESS))
+    out.append((request(params, r0.base, 0b11, etype, wg_id, 2), Status.BAD_ACCESS))
+    out.append((request(params, r0.base + 4, 0xF, etype, wg_id, 2), Status.BAD_ACCESS))
     return out
 
 
@@ -187,8 +190,8 @@ def ring_step_traffic(params, n_wg, wfs_per_wg, region, etype=ElemType.FP16, rng
             base = region.base + tile * beats * params.beat_bytes
             for b in range(beats):
                 addr = base + b * params.beat_bytes
-                local.append(_request(params, addr, full, etype, wg, wf, Op.UPDATE))
-                remote.append(_request(params, addr, full, etype, wg, wf, Op.UPDATE,
+                local.append(request(params, addr, full, etype, wg, wf, Op.UPDATE))
+                remote.append(request(params, addr, full, etype, wg, wf, Op.UPDATE,
                                        source=Source.DMA))
     if rng is None:
         return [r for pair in zip(local, remote) for r in pair]

@@ -1,0 +1,42 @@
+"""Suite-wide options.
+
+``--soak``: long random runs (10**6 Tracker accesses instead of 20 000).
+``--waves``: cocotb runs write waveforms into their build folders.
+``--seed N``: base seed of the random tests (default 1; the seed is printed on failure).
+The simulator of cocotb tests is the ``SIM`` environment variable (``verilator``, the default,
+or ``icarus``).
+"""
+
+import dataclasses
+
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--soak", action="store_true", help="long random runs")
+    parser.addoption("--waves", action="store_true", help="cocotb runs write waveforms")
+    parser.addoption("--seed", type=int, default=1, help="base seed of the random tests")
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    soak: bool
+    waves: bool
+    seed: int
+
+    @property
+    def tracker_accesses(self):
+        return 1_000_000 if self.soak else 20_000
+
+
+@pytest.fixture
+def t3_options(request):
+    config = request.config
+    return Options(config.getoption("--soak"), config.getoption("--waves"),
+                   config.getoption("--seed"))
+
+
+def pytest_report_header(config):
+    import os
+    return f"T3: SIM={os.environ.get('SIM', 'verilator')} seed={config.getoption('--seed')}" \
+           f"{' soak' if config.getoption('--soak') else ''}"
