@@ -32,7 +32,7 @@ Access kinds
 
 import dataclasses
 
-from amaranth import Module, Signal
+from amaranth import Module, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -178,7 +178,8 @@ class RegisterFile:
             for reg in self.regs:
                 if reg.access == "wo":
                     continue
-                value = self._storage[reg.name] if reg.access == "rw" else values[reg.name]
+                value = self._storage[reg.name] if reg.access == "rw" else \
+                    Value.cast(values[reg.name])
                 for k in range(reg.words):
                     with m.Case(self._addr[reg.name] + k):
                         m.d.comb += r_data.eq(value[k * CSR_DATA_BITS:(k + 1) * CSR_DATA_BITS])

@@ -47,57 +47,39 @@ def simulate_tracker(params, tparams, regions, requests, *, seed=0, in_gap=0.0, 
     rng = random.Random(seed)
     max_cycles = max_cycles or 20 * len(requests) + tparams.sets + 200
     triggers, taken, regs = [], [], {}
-    state = {"done": False, "cycles": 0}
+    state = {"cycles": 0}
 
-    async def producer(ctx):
+    async def bench(ctx):
+        # One testbench drives both ports so that input and output share one cycle count.
         for name, value in list(register_values(tparams, regions, enable)) + list(extra_writes):
             await reg_write(ctx, dut.csr, dut.regs, name, value)
         while not ctx.get(dut.i.ready):          # the table flush after reset
             await ctx.tick()
-        cycle = 0
         words = [pack(req_layout, r) for r in requests]
-        index = 0
-        while index < len(words) and cycle < max_cycles:
-            if in_gap and rng.random() < in_gap:
-                ctx.set(dut.i.valid, 0)
-            else:
+        index = cycle = quiet = 0
+        while cycle < max_cycles and (index < len(words) or quiet < 8):
+            offer = index < len(words) and not (in_gap and rng.random() < in_gap)
+            if offer:
                 ctx.set(dut.i.payload.as_value(), words[index])
-                ctx.set(dut.i.valid, 1)
-            _, _, valid, ready = await ctx.tick().sample(dut.i.valid, dut.i.ready)
-            if valid and ready:
+            ctx.set(dut.i.valid, offer)
+            ctx.set(dut.o.ready, not (out_stall and rng.random() < out_stall))
+            _, _, i_valid, i_ready, o_valid, o_ready, o_payload = await ctx.tick().sample(
+                dut.i.valid, dut.i.ready, dut.o.valid, dut.o.ready, dut.o.payload.as_value())
+            if i_valid and i_ready:
                 taken.append(cycle)
                 index += 1
+            if o_valid and o_ready:
+                triggers.append((cycle, unpack(trig_layout, o_payload)))
+            quiet = 0 if (o_valid or index < len(words)) else quiet + 1
             cycle += 1
         ctx.set(dut.i.valid, 0)
-        # drain: wait until the output has been quiet for a while
-        quiet = 0
-        while quiet < 8 and cycle < max_cycles:
-            _, _, o_valid = await ctx.tick().sample(dut.o.valid)
-            quiet = 0 if o_valid else quiet + 1
-            cycle += 1
         state["cycles"] = cycle
         for name in READBACK:
             regs[name] = await reg_read(ctx, dut.csr, dut.regs, name)
-        state["done"] = True
-
-    async def consumer(ctx):
-        cycle = 0
-        # align cycle numbering with the producer: count from the first offered access
-        while not ctx.get(dut.i.valid):
-            await ctx.tick()
-        while not state["done"]:
-            ready = not (out_stall and rng.random() < out_stall)
-            ctx.set(dut.o.ready, ready)
-            _, _, valid, rdy, payload = await ctx.tick().sample(
-                dut.o.valid, dut.o.ready, dut.o.payload.as_value())
-            if valid and rdy:
-                triggers.append((cycle, unpack(trig_layout, payload)))
-            cycle += 1
 
     sim = Simulator(dut)
     sim.add_clock(1e-9)
-    sim.add_testbench(producer)
-    sim.add_testbench(consumer, background=True)
+    sim.add_testbench(bench)
     if vcd:
         with sim.write_vcd(vcd):
             sim.run()

@@ -23,7 +23,7 @@ from hw.params import T3Params
 from sim.agents import Bench, CsrMaster, StreamSink, StreamSource, random_pauses
 from sim.runner import run_cocotb, tb_config
 from sim.tracker_traffic import error_traffic, random_regions, request, tile_traffic
-from tracker.config import Region, Status, TrackerParams, register_values
+from tracker.config import Region, Status, TrackerParams, register_values, tracker_registers
 from tracker.model import TRIGGER_LATENCY, TrackerModel
 from tracker.rtl import Tracker, trigger_layout
 
@@ -36,7 +36,7 @@ class TrackerTB:
     def __init__(self, dut, cfg):
         self.params = T3Params(**cfg["params"])
         self.tparams = TrackerParams(**cfg["tparams"])
-        self.regs = Tracker(self.params, self.tparams).regs
+        self.regs = tracker_registers(self.params, self.tparams)
         self.bench = Bench(dut)
         self.source = self.bench.add(StreamSource(dut, "i", mem_request_layout(self.params)))
         self.sink = self.bench.add(StreamSink(dut, "o", trigger_layout(self.params,

@@ -1,0 +1,225 @@
+"""Shared parameters, payload packing, the register file, Verilog export and the Tracker's
+driver-side checks: every refusal names the field and the value."""
+
+import re
+
+import pytest
+from amaranth.sim import Simulator
+
+from hw.csr import Reg, RegisterFile, csr_signature
+from hw.export import to_verilog
+from hw.interfaces import ElemType, Op, Source, Stream, mem_request_layout, pack, unpack
+from hw.params import T3Params
+from tracker.config import (PAPER_TABLE_BITS, Region, TrackerParams, check_regions,
+                            check_schedule, table_bits)
+from tracker.rtl import Tracker
+
+
+# --- T3Params ---------------------------------------------------------------------------
+
+def test_params_defaults_and_json_round_trip():
+    p = T3Params()
+    assert (p.beat_bits, p.beat_bytes, p.beat_offset_bits) == (256, 32, 5)
+    assert T3Params.from_json(T3Params(addr_bits=40).to_json()) == T3Params(addr_bits=40)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(beat_bits=200), r"^beat_bits must be a power of two from 32 to 1024, not 200$"),
+    (dict(beat_bits=2048), r"^beat_bits must be a power of two from 32 to 1024, not 2048$"),
+    (dict(addr_bits=11), r"^addr_bits must be an integer from 12 to 64, not 11$"),
+    (dict(addr_bits=65), r"^addr_bits must be an integer from 12 to 64, not 65$"),
+    (dict(wg_id_bits=0), r"^wg_id_bits must be an integer from 1 to 32, not 0$"),
+    (dict(wf_id_bits=7), r"^wf_id_bits must be an integer from 0 to 6, not 7$"),
+    (dict(tag_bits=True), r"^tag_bits must be an integer from 0 to 16, not True$"),
+    (dict(wg_id_bits="8"), r"^wg_id_bits must be an integer from 1 to 32, not '8'$"),
+])
+def test_params_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        T3Params(**kwargs)
+
+
+def test_params_frozen():
+    with pytest.raises(AttributeError):
+        T3Params().beat_bits = 128
+
+
+# --- payloads -----------------------------------------------------------------------------
+
+def test_pack_unpack_round_trip_and_refusals():
+    layout = mem_request_layout(T3Params())
+    value = {"addr": 0xDEAD_BEE0, "data": (1 << 256) - 1, "mask": 0xFFFF_0000,
+             "op": Op.UPDATE, "stream": Stream.COMM, "source": Source.DMA, "wg_id": 0xABCD,
+             "wf_id": 7, "tracked": 1, "etype": ElemType.BF16, "tag": 9}
+    back = unpack(layout, pack(layout, value))
+    assert back == {k: (v.value if hasattr(v, "value") else v) for k, v in value.items()}
+    with pytest.raises(ValueError, match=r"^field 'wf_id' value 8 does not fit 3 bits$"):
+        pack(layout, {"wf_id": 8})
+    with pytest.raises(ValueError, match=r"^unknown field\(s\) \['bogus'\]"):
+        pack(layout, {"bogus": 1})
+
+
+# --- register file --------------------------------------------------------------------------
+
+def test_register_file_layout_and_refusals():
+    regs = RegisterFile([Reg("a", 1, "rw", "a"), Reg("wide", 40, "rw", "w"),
+                         Reg("st", 3, "w1c", "s"), Reg("go", 1, "wo", "g")])
+    assert [regs.address(n) for n in ("a", "wide", "st", "go")] == [0, 1, 3, 4]
+    assert regs.addr_bits == 3
+    assert regs.word_writes("wide", 0x12_3456_789A) == [(1, 0x3456_789A), (2, 0x12)]
+    with pytest.raises(ValueError, match=r"^register 'a' is 1 bits; 2 does not fit$"):
+        regs.word_writes("a", 2)
+    with pytest.raises(KeyError, match="no register named 'nope'"):
+        regs.address("nope")
+    with pytest.raises(ValueError, match=r"^register 'x' is defined twice$"):
+        RegisterFile([Reg("x", 1, "rw", ""), Reg("x", 1, "ro", "")])
+    with pytest.raises(ValueError, match=r"^register 'y': access must be one of"):
+        Reg("y", 1, "rx", "")
+    with pytest.raises(ValueError, match=r"^register 'z': a w1c register is at most 32 bits, "
+                                         r"not 33$"):
+        Reg("z", 33, "w1c", "")
+    assert "| 0x01-0x02 | `wide` | 40 | rw |" in regs.markdown()
+
+
+def test_register_file_rtl_read_write_and_unmapped():
+    from amaranth import Module, Signal
+    from amaranth.lib import wiring
+    from amaranth.lib.wiring import In
+
+    regs = RegisterFile([Reg("a", 8, "rw", "", reset=5), Reg("wide", 40, "rw", ""),
+                         Reg("ro", 32, "ro", ""), Reg("go", 1, "wo", "")])
+
+    class Dut(wiring.Component):
+        csr: In(csr_signature(regs.addr_bits))
+        pulses: wiring.Out(8)
+
+        def elaborate(self, platform):
+            m = Module()
+            regs.elaborate(m, self.csr, {"ro": 0xCAFE_F00D})
+            with m.If(regs.write_strobe("go")):
+                m.d.sync += self.pulses.eq(self.pulses + 1)
+            return m
+
+    dut = Dut()
+    seen = {}
+
+    async def bench(ctx):
+        from hw.testing import csr_read, csr_write, reg_read, reg_write
+        seen["reset"] = await reg_read(ctx, dut.csr, regs, "a")
+        await reg_write(ctx, dut.csr, regs, "wide", 0xAB_1234_5678)
+        seen["wide"] = await reg_read(ctx, dut.csr, regs, "wide")
+        seen["ro"] = await reg_read(ctx, dut.csr, regs, "ro")
+        await csr_write(ctx, dut.csr, regs.address("ro"), 0)       # ignored
+        seen["ro_after"] = await reg_read(ctx, dut.csr, regs, "ro")
+        await csr_write(ctx, dut.csr, regs.address("go"), 1)
+        await csr_write(ctx, dut.csr, regs.address("go"), 1)
+        seen["go_read"] = await csr_read(ctx, dut.csr, regs.address("go"))
+        seen["unmapped"] = await csr_read(ctx, dut.csr, 7)
+        seen["pulses"] = ctx.get(dut.pulses)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-9)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen == {"reset": 5, "wide": 0xAB_1234_5678, "ro": 0xCAFE_F00D,
+                    "ro_after": 0xCAFE_F00D, "go_read": 0, "unmapped": 0, "pulses": 2}
+
+
+# --- export -----------------------------------------------------------------------------------
+
+def test_export_names_the_module_and_has_no_source_paths():
+    tracker = Tracker(T3Params(), TrackerParams(sets=4, ways=2))
+    with pytest.raises(ValueError, match=r"^Verilog module name must be an identifier, "
+                                         r"not 't3-tracker'$"):
+        to_verilog(tracker, "t3-tracker")
+    text = to_verilog(tracker, "t3_tracker")
+    assert re.search(r"^module t3_tracker\(", text, re.M)
+    assert "module top" not in text and ".py:" not in text and "/work" not in text
+    for port in ("i__valid", "i__ready", "i__payload", "o__valid", "o__ready", "o__payload",
+                 "csr__addr", "csr__w_stb", "csr__w_data", "csr__r_data", "clk", "rst"):
+        assert re.search(rf"\b(input|output)\b[^;]*\b{port};", text), port
+
+
+# --- Tracker geometry and driver-side checks ----------------------------------------------------
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(sets=3), r"^sets must be a power of two from 1 to 4096, not 3$"),
+    (dict(sets=8192), r"^sets must be a power of two from 1 to 4096, not 8192$"),
+    (dict(ways=0), r"^ways must be an integer from 1 to 16, not 0$"),
+    (dict(regions=17), r"^regions must be an integer from 1 to 16, not 17$"),
+    (dict(count_bits=33), r"^count_bits must be an integer from 1 to 32, not 33$"),
+])
+def test_tracker_params_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        TrackerParams(**kwargs)
+
+
+def test_tracker_geometry_needs_enough_wg_id_bits():
+    with pytest.raises(ValueError, match=r"^sets 256 needs 8 wg_id bits to index, but "
+                                         r"wg_id_bits is 4$"):
+        TrackerParams(sets=256).check_against(T3Params(wg_id_bits=4))
+
+
+P, TP = T3Params(), TrackerParams(sets=4, ways=2, regions=2, count_bits=8)
+
+
+@pytest.mark.parametrize("regions,message", [
+    ([Region(0, 32, 1)] * 3, r"^3 regions given but the Tracker has 2 region registers$"),
+    ([Region(16, 32, 1)], r"^region 0: base 0x10 is not a multiple of the beat size 32$"),
+    ([Region(0, 48, 1)], r"^region 0: size 0x30 is not a multiple of the beat size 32$"),
+    ([Region(0, 0, 1)], r"^region 0: size must be positive, not 0$"),
+    ([Region(0xFFFF_FFE0, 64, 1)], r"^region 0: base 0xffffffe0 \+ size 0x40 passes the "
+                                   r"32-bit address space$"),
+    ([Region(0, 32, 0)], r"^region 0: tile_elems must be from 1 to 255, not 0$"),
+    ([Region(0, 32, 4, 0)], r"^region 0: updates_per_element must be from 1 to 255, not 0$"),
+    ([Region(0, 32, 200, 2)], r"^region 0: threshold 200 x 2 = 400 does not fit count_bits 8 "
+                              r"\(max 255\)$"),
+    ([Region(0, 64, 1), Region(32, 64, 1)], r"^region 0 \[0x0, 0x40\) overlaps region 1 "
+                                            r"\[0x20, 0x60\)$"),
+    ([Region(-32, 64, 1)], r"^region 0: base must be a non-negative integer, not -32$"),
+])
+def test_check_regions_refusals(regions, message):
+    with pytest.raises(ValueError, match=message):
+        check_regions(P, TP, regions)
+
+
+def test_check_regions_accepts_adjacent():
+    regions = [Region(0, 64, 4), Region(64, 64, 4)]
+    assert check_regions(P, TP, regions) == regions
+
+
+def test_check_schedule_accepts_the_ring_schedule_and_refuses_overfull_sets():
+    tp = TrackerParams(sets=256, ways=8)
+    # 256 WGs per stage, one WF each, global wg_ids: two open stages put 2 tiles per set
+    stages = [range(s * 256, (s + 1) * 256) for s in range(4)]
+    check_schedule(P, tp, stages, wfs_per_wg=1)
+    # 4 WFs per WG: 2 stages x 4 = 8 tiles per set, exactly the ways
+    check_schedule(P, tp, stages, wfs_per_wg=4)
+    with pytest.raises(ValueError, match=r"^set 0 would hold 10 open tiles in stages 0-1 "
+                                         r"\(2 workgroups x 5 wavefronts\) but the Tracker "
+                                         r"has 8 ways$"):
+        check_schedule(P, tp, stages, wfs_per_wg=5)
+    with pytest.raises(ValueError, match=r"^set 0 would hold 12 open tiles in stages 0-2 "):
+        check_schedule(P, tp, stages, wfs_per_wg=4, open_stages=3)
+
+
+@pytest.mark.parametrize("args,message", [
+    (dict(stages=[[0, 1], [1]], wfs_per_wg=1),
+     r"^wg_id 1 appears more than once in stages 0-1, which can be open together$"),
+    (dict(stages=[[1 << 16]], wfs_per_wg=1), r"^stage 0: wg_id 65536 does not fit "
+                                              r"wg_id_bits 16$"),
+    (dict(stages=[[0]], wfs_per_wg=9), r"^wfs_per_wg must be from 1 to 8 \(wf_id_bits 3\), "
+                                       r"not 9$"),
+    (dict(stages=[[0]], wfs_per_wg=1, open_stages=0),
+     r"^open_stages must be a positive integer, not 0$"),
+])
+def test_check_schedule_refusals(args, message):
+    with pytest.raises(ValueError, match=message):
+        check_schedule(P, TrackerParams(), **args)
+
+
+def test_paper_configuration_cost():
+    # 256 sets x 8 ways, wg_id 12 bits (wg_msb 4), wf_id 3, 48-bit addresses, 16-bit counters
+    bits = table_bits(T3Params(addr_bits=48, wg_id_bits=12), TrackerParams(sets=256, ways=8))
+    # entry = valid 1 + tag 7 + start 43 + count 16 + region 2 = 69 bits
+    assert bits == 256 * 8 * 69
+    assert bits <= PAPER_TABLE_BITS

@@ -1,0 +1,242 @@
+"""The Tracker RTL under Amaranth's simulator, against the golden model, at edge geometries."""
+
+import random
+from collections import Counter
+
+import pytest
+from amaranth.sim import Simulator
+
+from hw.interfaces import ElemType, Op, mem_request_layout, pack
+from hw.params import T3Params
+from hw.testing import reg_read, reg_write, stream_put
+from sim.tracker_amaranth import simulate_tracker
+from sim.tracker_traffic import random_regions, request, ring_step_traffic, tile_traffic
+from tracker.config import Region, Status, TrackerParams
+from tracker.model import TRIGGER_LATENCY, TrackerModel
+from tracker.rtl import Tracker
+
+
+PARAMS = T3Params(wg_id_bits=8)
+FULL = (1 << PARAMS.beat_bytes) - 1
+
+
+def check_tracker(tparams, requests, regions, *, seed=0, in_gap=0.25, out_stall=0.3,
+                  params=PARAMS, max_cycles=None):
+    """Run ``requests`` through the RTL and the model; compare everything observable."""
+    model = TrackerModel(params, tparams, regions)
+    outcomes = [model.access(r) for r in requests]
+    run = simulate_tracker(params, tparams, regions, requests, seed=seed, in_gap=in_gap,
+                           out_stall=out_stall, max_cycles=max_cycles)
+    fires = [i for i, o in enumerate(outcomes) if o.kind == "fire"]
+    assert [t for _, t in run.triggers] == [outcomes[i].trigger for i in fires]
+    for name in ("errors", "accesses", "tracked", "triggers"):
+        assert run.regs[name] == model.counters[name], name
+    assert run.regs["occupancy"] == model.occupancy
+    assert run.regs["peak_occupancy"] == model.peak_occupancy
+    assert run.regs["status"] == model.status
+    for (cycle, _), index in zip(run.triggers, fires):
+        assert cycle - run.taken[index] >= TRIGGER_LATENCY
+    return run, model, fires
+
+
+@pytest.mark.parametrize("sets,ways", [(1, 1), (1, 2), (1, 4), (4, 1), (4, 2), (4, 4),
+                                       (256, 1), (256, 4)])
+def test_random_traffic_edge_geometries(sets, ways):
+    tparams = TrackerParams(sets=sets, ways=ways, regions=2)
+    rng = random.Random(sets * 100 + ways)
+    regions = random_regions(PARAMS, tparams, rng, max_tile_elems=24)
+    requests = tile_traffic(PARAMS, tparams, regions, 500, rng)
+    run, model, fires = check_tracker(tparams, requests, regions, seed=sets + ways)
+    assert len(fires) >= 10
+    assert run.regs["stall_full"] == 0
+    assert model.peak_occupancy <= sets * ways
+
+
+def test_threshold_one_fires_on_every_access_without_a_way():
+    # sets 1, ways 1, and one tile already open: threshold-1 tiles still go through, because
+    # a tile that completes on its first access never needs a way.
+    tparams = TrackerParams(sets=1, ways=1, regions=2)
+    one = Region(0x1000, 0x1000, 1, 1)
+    other = Region(0x4000, 0x1000, 4, 1)
+    requests = [request(PARAMS, other.base, 0b11, ElemType.FP16, 9, 1)]
+    requests += [request(PARAMS, one.base + 32 * k, 0b11 << (2 * k), ElemType.FP16, 16 + k, k % 8)
+                 for k in range(12)]
+    run, model, fires = check_tracker(tparams, requests, [one, other])
+    assert fires == list(range(1, 13))
+    assert run.regs["occupancy"] == 1 and run.regs["stall_full"] == 0
+
+
+def test_back_to_back_same_entry_one_per_cycle_and_latency():
+    # One tile of 128 fp16 elements x 2 updates = 16 full beats, all to the same entry,
+    # offered every cycle: taken every cycle, trigger exactly TRIGGER_LATENCY after the last.
+    tparams = TrackerParams(sets=4, ways=2, regions=1)
+    region = Region(0x2000, 0x2000, 128, 2)
+    requests = [request(PARAMS, region.base + 32 * (k % 8), FULL, ElemType.FP16, 5, 3)
+                for k in range(16)]
+    run, _, fires = check_tracker(tparams, requests, [region], in_gap=0, out_stall=0)
+    assert run.taken == list(range(run.taken[0], run.taken[0] + 16))
+    assert fires == [15]
+    assert run.triggers[0][0] - run.taken[15] == TRIGGER_LATENCY
+    assert run.triggers[0][1]["addr"] == region.base
+
+
+def test_ring_step_two_updates_per_element():
+    tparams = TrackerParams(sets=4, ways=8, regions=1)
+    region = Region(0x10000, 0x10000, 64, 2)
+    rng = random.Random(3)
+    requests = ring_step_traffic(PARAMS, n_wg=4, wfs_per_wg=8, region=region, rng=rng)
+    run, model, fires = check_tracker(tparams, requests, [region])
+    assert len(fires) == 32
+    assert run.regs["occupancy"] == 0
+    # each tile's trigger carries its first beat's address
+    tile_bytes = 64 * 2
+    starts = sorted(t["addr"] for _, t in run.triggers)
+    assert starts == [region.base + k * tile_bytes for k in range(32)]
+
+
+def test_set_full_holds_the_access_and_counts_stalls():
+    tparams = TrackerParams(sets=1, ways=2, regions=1)
+    region = Region(0x1000, 0x1000, 8, 2)
+    requests = [request(PARAMS, region.base, 0b11, ElemType.FP16, wg, 0) for wg in range(3)]
+    requests += [request(PARAMS, region.base, 0b11, ElemType.FP16, 0, 0)]
+    run = simulate_tracker(PARAMS, tparams, [region], requests, max_cycles=60)
+    assert len(run.taken) == 3          # the third tile is held, nothing behind it is taken
+    assert run.regs["status"] & Status.SET_FULL
+    assert run.regs["tracked"] == 2 and run.regs["accesses"] == 3
+    assert run.regs["stall_full"] >= 40
+    assert run.triggers == []
+
+
+def test_enable_off_passes_everything_untouched():
+    tparams = TrackerParams(sets=4, ways=2, regions=2)
+    rng = random.Random(5)
+    regions = random_regions(PARAMS, tparams, rng)
+    requests = tile_traffic(PARAMS, tparams, regions, 200, rng)
+    run = simulate_tracker(PARAMS, tparams, regions, requests, enable=False)
+    assert run.triggers == [] and run.regs["tracked"] == 0
+    assert run.regs["accesses"] == 200 and run.regs["peak_occupancy"] == 0
+
+
+def test_count_overflow_and_over_threshold():
+    tparams = TrackerParams(sets=4, ways=2, regions=2, count_bits=5)      # max count 31
+    big = Region(0x1000, 0x1000, 31, 2)        # threshold 62 cannot be counted
+    small = Region(0x4000, 0x1000, 4, 1)
+    requests = [request(PARAMS, big.base, FULL, ElemType.FP16, 1, 1)] * 2   # 16, then 32
+    requests += [request(PARAMS, small.base, 0xFF, ElemType.FP32, 2, 0)]    # 2 of 4
+    requests += [request(PARAMS, small.base, 0xFFF, ElemType.FP32, 2, 0)]   # 2+3 > 4
+    requests += [request(PARAMS, small.base, 0xFF, ElemType.FP32, 2, 0)]    # 4: fires
+    run, model, fires = check_tracker(tparams, requests, [big, small])
+    assert run.regs["status"] == Status.COUNT_OVERFLOW | Status.OVER_THRESHOLD
+    assert run.regs["errors"] == 2 and fires == [4]
+
+
+def test_registers_read_back_and_clear():
+    tparams = TrackerParams(sets=4, ways=2, regions=2, count_bits=10)
+    params = T3Params(addr_bits=40, wg_id_bits=8)
+    dut = Tracker(params, tparams)
+    region_req = request(params, 0x12_3456_7800, 0b11, ElemType.BF16, 1, 0)
+    region_req["mask"] = 0b1111           # 2 elements of 8 expected: counted, no trigger
+    seen = {}
+
+    async def bench(ctx):
+        regs = dut.regs
+        await reg_write(ctx, dut.csr, regs, "region1_base", 0x12_3456_7800)
+        await reg_write(ctx, dut.csr, regs, "region1_size", 0x100)
+        await reg_write(ctx, dut.csr, regs, "region1_tile_elems", 4)
+        await reg_write(ctx, dut.csr, regs, "region1_updates", 2)
+        await reg_write(ctx, dut.csr, regs, "ctrl", 1)
+        for name in ("info", "ctrl", "region1_base", "region1_size", "region1_tile_elems",
+                     "region1_updates", "status"):
+            seen[name] = await reg_read(ctx, dut.csr, regs, name)
+        while not ctx.get(dut.i.ready):
+            await ctx.tick()
+        await stream_put(ctx, dut.i, pack(mem_request_layout(params), region_req))
+        await ctx.tick().repeat(3)
+        seen["occupancy"] = await reg_read(ctx, dut.csr, regs, "occupancy")
+        seen["tracked"] = await reg_read(ctx, dut.csr, regs, "tracked")
+        await reg_write(ctx, dut.csr, regs, "cmd", 0b10)        # clear counters
+        seen["tracked_cleared"] = await reg_read(ctx, dut.csr, regs, "tracked")
+        seen["peak_cleared"] = await reg_read(ctx, dut.csr, regs, "peak_occupancy")
+        await reg_write(ctx, dut.csr, regs, "cmd", 0b01)        # flush the table
+        seen["flushing"] = await reg_read(ctx, dut.csr, regs, "status")
+        await ctx.tick().repeat(tparams.sets + 2)
+        seen["occupancy_flushed"] = await reg_read(ctx, dut.csr, regs, "occupancy")
+        seen["status_after"] = await reg_read(ctx, dut.csr, regs, "status")
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-9)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen["info"] == 2 | 2 << 8 | 2 << 16 | 10 << 24
+    assert seen["ctrl"] == 1
+    assert seen["region1_base"] == 0x12_3456_7800 and seen["region1_size"] == 0x100
+    assert seen["region1_tile_elems"] == 4 and seen["region1_updates"] == 2
+    assert seen["status"] == 0
+    assert seen["occupancy"] == 1 and seen["tracked"] == 1
+    assert seen["tracked_cleared"] == 0 and seen["peak_cleared"] == 1
+    assert seen["flushing"] & Status.FLUSHING
+    assert seen["occupancy_flushed"] == 0 and seen["status_after"] == 0
+
+
+def test_status_is_sticky_until_written_one():
+    tparams = TrackerParams(sets=1, ways=1, regions=1)
+    region = Region(0x1000, 0x1000, 8, 1)
+    bad = request(PARAMS, region.base, 0, ElemType.FP16, 0, 0)
+    dut = Tracker(PARAMS, tparams)
+    seen = []
+
+    async def bench(ctx):
+        regs = dut.regs
+        await reg_write(ctx, dut.csr, regs, "region0_base", region.base)
+        await reg_write(ctx, dut.csr, regs, "region0_size", region.size)
+        await reg_write(ctx, dut.csr, regs, "region0_tile_elems", 8)
+        await reg_write(ctx, dut.csr, regs, "region0_updates", 1)
+        await reg_write(ctx, dut.csr, regs, "ctrl", 1)
+        await stream_put(ctx, dut.i, pack(mem_request_layout(PARAMS), bad))
+        await ctx.tick().repeat(3)
+        seen.append(await reg_read(ctx, dut.csr, regs, "status"))
+        await reg_write(ctx, dut.csr, regs, "status", Status.SET_FULL)    # other bit: kept
+        seen.append(await reg_read(ctx, dut.csr, regs, "status"))
+        await reg_write(ctx, dut.csr, regs, "status", Status.BAD_ACCESS)
+        seen.append(await reg_read(ctx, dut.csr, regs, "status"))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-9)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen == [Status.BAD_ACCESS, Status.BAD_ACCESS, 0]
+
+
+def test_model_fires_each_tile_exactly_once():
+    # The model against the generator's own bookkeeping: every tile fires once it has been fed
+    # exactly its threshold, carrying its smallest address; open entries hold what was fed.
+    tparams = TrackerParams(sets=8, ways=3, regions=3)
+    rng = random.Random(11)
+    regions = random_regions(PARAMS, tparams, rng)
+    requests = tile_traffic(PARAMS, tparams, regions, 5000, rng)
+    model = TrackerModel(PARAMS, tparams, regions)
+    fed = Counter()          # elements fed to the current tile of (wg_id, wf_id)
+    lowest = {}
+    fires = 0
+    for r in requests:
+        o = model.access(r)
+        assert o.kind in ("pass", "count", "fire")
+        if o.kind == "pass":
+            continue
+        key = (r["wg_id"], r["wf_id"])
+        fed[key] += model.increment(r)
+        lowest[key] = min(lowest.get(key, r["addr"]), r["addr"])
+        if o.kind == "fire":
+            fires += 1
+            assert fed[key] == regions[o.trigger["region"]].threshold
+            assert o.trigger["addr"] == lowest.pop(key)
+            del fed[key]
+    assert fires == model.counters["triggers"] > 100
+    open_entries = 0
+    for set_index, row in enumerate(model.sets):
+        for entry in row:
+            if entry is not None:
+                open_entries += 1
+                key = (entry.tag[0] << tparams.set_bits | set_index, entry.tag[1])
+                assert entry.count == fed[key] > 0
+    assert open_entries == model.occupancy == len(fed) > 0
