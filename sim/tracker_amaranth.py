@@ -13,23 +13,20 @@ from amaranth.sim import Simulator
 
 from hw.interfaces import mem_request_layout, pack, unpack
 from hw.testing import reg_read, reg_write
-from tracker.config import register_values
+from tracker.config import STAT_REGISTERS, register_values
 from tracker.rtl import Tracker, trigger_layout
 
 
-__all__ = ["simulate_tracker", "TrackerRun", "READBACK"]
+__all__ = ["simulate_tracker", "TrackerRun"]
 
 
-#: Registers read back after every run.
-READBACK = ("status", "errors", "accesses", "tracked", "triggers", "stall_full", "stall_out",
-            "occupancy", "peak_occupancy")
 
 
 @dataclasses.dataclass
 class TrackerRun:
     triggers: list          # [(cycle o handshaked, payload dict)]
     taken: list             # cycle each request was taken on i
-    regs: dict              # READBACK name -> value
+    regs: dict              # STAT_REGISTERS name -> value
     cycles: int             # cycles from the first access offered to the end of the run
 
 
@@ -74,7 +71,7 @@ def simulate_tracker(params, tparams, regions, requests, *, seed=0, in_gap=0.0, 
             cycle += 1
         ctx.set(dut.i.valid, 0)
         state["cycles"] = cycle
-        for name in READBACK:
+        for name in STAT_REGISTERS:
             regs[name] = await reg_read(ctx, dut.csr, dut.regs, name)
 
     sim = Simulator(dut)

@@ -18,91 +18,14 @@ import random
 import cocotb
 import pytest
 
-from hw.interfaces import ElemType, mem_request_layout
+from hw.interfaces import ElemType
 from hw.params import T3Params
-from sim.agents import Bench, CsrMaster, StreamSink, StreamSource, random_pauses
 from sim.runner import run_cocotb, tb_config
+from sim.tracker_cocotb import TrackerTB, run_and_check
 from sim.tracker_traffic import error_traffic, random_regions, request, tile_traffic
-from tracker.config import Region, Status, TrackerParams, register_values, tracker_registers
-from tracker.model import TRIGGER_LATENCY, TrackerModel
-from tracker.rtl import Tracker, trigger_layout
-
-
-READBACK = ("status", "errors", "accesses", "tracked", "triggers", "stall_full", "stall_out",
-            "occupancy", "peak_occupancy")
-
-
-class TrackerTB:
-    def __init__(self, dut, cfg):
-        self.params = T3Params(**cfg["params"])
-        self.tparams = TrackerParams(**cfg["tparams"])
-        self.regs = tracker_registers(self.params, self.tparams)
-        self.bench = Bench(dut)
-        self.source = self.bench.add(StreamSource(dut, "i", mem_request_layout(self.params)))
-        self.sink = self.bench.add(StreamSink(dut, "o", trigger_layout(self.params,
-                                                                       self.tparams)))
-        self.csr = self.bench.add(CsrMaster(dut, "csr", self.regs))
-        self.dut = dut
-
-    async def start(self, regions, enable=True):
-        await self.bench.start()
-        for name, value in register_values(self.tparams, regions, enable):
-            await self.csr.write_reg(name, value)
-
-    async def run(self, requests, timeout=None):
-        """Send ``requests`` and wait until all are taken and the output has drained."""
-        for r in requests:
-            self.source.send_nowait(r)
-        timeout = timeout or 50 * len(requests) + self.tparams.sets + 1000
-        await self.bench.until(self.source.idle, timeout)
-        await self.bench.cycles(8 + TRIGGER_LATENCY)
-        await self.bench.until(lambda: not int(self.dut.o__valid.value), timeout)
-        await self.bench.cycles(2)
-
-    async def read_all(self):
-        return {name: await self.csr.read_reg(name) for name in READBACK}
-
-
-def expected(model, requests):
-    outcomes = [model.access(r) for r in requests]
-    fires = [i for i, o in enumerate(outcomes) if o.kind == "fire"]
-    return outcomes, fires
-
-
-def check_against_model(tb, model, requests, fires, regs):
-    got = [t for _, t in tb.sink.received]
-    want = [tb.outcomes[i].trigger for i in fires]
-    assert len(got) == len(want), f"{len(got)} triggers, model has {len(want)}"
-    for k, (g, w) in enumerate(zip(got, want)):
-        assert g == w, f"trigger {k}: got {g}, model {w}"
-    for name in ("errors", "accesses", "tracked", "triggers"):
-        assert regs[name] == model.counters[name], \
-            f"{name}: hardware {regs[name]}, model {model.counters[name]}"
-    assert regs["occupancy"] == model.occupancy
-    assert regs["peak_occupancy"] == model.peak_occupancy
-    assert regs["status"] == model.status, f"status 0x{regs['status']:x}, model " \
-                                           f"0x{model.status:x}"
-
-
-async def run_and_check(dut, requests, regions, in_gap, out_stall, seed):
-    cfg = tb_config()
-    tb = TrackerTB(dut, cfg)
-    if in_gap:
-        tb.source.set_pause_generator(random_pauses(in_gap, seed))
-    if out_stall:
-        tb.sink.set_pause_generator(random_pauses(out_stall, seed + 1))
-    model = TrackerModel(tb.params, tb.tparams, regions)
-    tb.outcomes, fires = expected(model, requests)
-    await tb.start(regions)
-    await tb.run(requests)
-    regs = await tb.read_all()
-    check_against_model(tb, model, requests, fires, regs)
-    assert regs["stall_full"] == 0
-    # every trigger comes at least TRIGGER_LATENCY cycles after the access that fired it
-    taken = [cycle for cycle, _ in tb.source.sent]
-    for (cycle, _), index in zip(tb.sink.received, fires):
-        assert cycle - taken[index] >= TRIGGER_LATENCY
-    return tb, fires, regs
+from tracker.config import Region, Status, TrackerParams
+from tracker.model import TRIGGER_LATENCY
+from tracker.rtl import Tracker
 
 
 @cocotb.test()
@@ -116,6 +39,7 @@ async def random_traffic(dut):
                                           cfg["out_stall"], cfg["seed"])
     assert len(fires) > cfg["n"] // 200, "traffic completed too few tiles to mean anything"
     assert regs["stall_out"] > 0, "backpressure never reached the Tracker"
+    assert regs["stall_full"] == 0
     dut._log.info("%d accesses, %d triggers, %d cycles, peak occupancy %d",
                   len(requests), len(fires), tb.bench.cycle, regs["peak_occupancy"])
 
@@ -176,7 +100,7 @@ async def set_full(dut):
         tb.source.send_nowait(r)
     await tb.bench.until(lambda: len(tb.source.sent) == len(reqs), tparams.sets + 100)
     await tb.bench.cycles(20)
-    regs = await tb.read_all()
+    regs = await tb.read_stats()
     assert regs["status"] & Status.SET_FULL
     assert regs["accesses"] == len(reqs) and regs["tracked"] == tparams.ways
     assert regs["occupancy"] == tparams.ways
@@ -190,7 +114,7 @@ async def set_full(dut):
     await tb.csr.write_reg("cmd", 1)
     await tb.csr.write_reg("status", Status.STICKY)
     await tb.bench.until(tb.source.idle, tparams.sets + 100)
-    regs = await tb.read_all()
+    regs = await tb.read_stats()
     assert regs["status"] == 0 and regs["occupancy"] == 1
 
 

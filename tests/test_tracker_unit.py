@@ -12,7 +12,7 @@ from hw.testing import reg_read, reg_write, stream_put
 from sim.tracker_amaranth import simulate_tracker
 from sim.tracker_traffic import random_regions, request, ring_step_traffic, tile_traffic
 from tracker.config import Region, Status, TrackerParams
-from tracker.model import TRIGGER_LATENCY, TrackerModel
+from tracker.model import TRIGGER_LATENCY, TrackerModel, check_run
 from tracker.rtl import Tracker
 
 
@@ -27,15 +27,7 @@ def check_tracker(tparams, requests, regions, *, seed=0, in_gap=0.25, out_stall=
     outcomes = [model.access(r) for r in requests]
     run = simulate_tracker(params, tparams, regions, requests, seed=seed, in_gap=in_gap,
                            out_stall=out_stall, max_cycles=max_cycles)
-    fires = [i for i, o in enumerate(outcomes) if o.kind == "fire"]
-    assert [t for _, t in run.triggers] == [outcomes[i].trigger for i in fires]
-    for name in ("errors", "accesses", "tracked", "triggers"):
-        assert run.regs[name] == model.counters[name], name
-    assert run.regs["occupancy"] == model.occupancy
-    assert run.regs["peak_occupancy"] == model.peak_occupancy
-    assert run.regs["status"] == model.status
-    for (cycle, _), index in zip(run.triggers, fires):
-        assert cycle - run.taken[index] >= TRIGGER_LATENCY
+    fires = check_run(model, outcomes, run.triggers, run.taken, run.regs)
     return run, model, fires
 
 

@@ -15,11 +15,16 @@ from hw.params import T3Params
 __all__ = [
     "TrackerParams", "Region", "Status", "tracker_registers", "check_regions",
     "check_schedule", "entry_bits", "table_bits", "register_values", "PAPER_TABLE_BITS",
+    "STAT_REGISTERS",
 ]
 
 
 #: The paper's Tracker size, 19 KB (section 4.2.1), in bits.
 PAPER_TABLE_BITS = 19 * 1024 * 8
+
+#: The statistics and status registers both test layers read back after a run.
+STAT_REGISTERS = ("status", "errors", "accesses", "tracked", "triggers", "stall_full",
+                  "stall_out", "occupancy", "peak_occupancy")
 
 #: Width of the per-region ``updates_per_element`` field.
 UPDATES_BITS = 8

@@ -14,7 +14,7 @@ from hw.params import T3Params
 from .config import Region, Status, TrackerParams
 
 
-__all__ = ["TrackerModel", "Outcome", "TRIGGER_LATENCY"]
+__all__ = ["TrackerModel", "Outcome", "TRIGGER_LATENCY", "check_run"]
 
 
 #: Cycles from the input handshake of a tile's completing access to its trigger on ``o``.
@@ -153,3 +153,30 @@ class TrackerModel:
         """``cmd.flush``: every entry invalid."""
         self.sets = [[None] * self.tparams.ways for _ in range(self.tparams.sets)]
         self.occupancy = 0
+
+
+def check_run(model, outcomes, triggers, taken, regs):
+    """Scoreboard shared by both test layers: compare what the RTL did with the model.
+
+    ``outcomes`` are the model's :class:`Outcome` for the same requests, ``triggers`` the RTL's
+    ``[(cycle, payload dict)]``, ``taken`` the cycle each request was taken, ``regs`` the
+    registers of :data:`tracker.config.STAT_REGISTERS` read after the run.  Raises
+    :class:`AssertionError` naming the first difference; returns the indices of the requests
+    that fired.
+    """
+    fires = [i for i, o in enumerate(outcomes) if o.kind == "fire"]
+    got = [t for _, t in triggers]
+    for k, (g, index) in enumerate(zip(got, fires)):
+        assert g == outcomes[index].trigger, \
+            f"trigger {k} (request {index}): hardware {g}, model {outcomes[index].trigger}"
+    assert len(got) == len(fires), f"hardware fired {len(got)} triggers, model {len(fires)}"
+    for name in ("errors", "accesses", "tracked", "triggers"):
+        assert regs[name] == model.counters[name], \
+            f"{name}: hardware {regs[name]}, model {model.counters[name]}"
+    for name, want in (("occupancy", model.occupancy),
+                       ("peak_occupancy", model.peak_occupancy), ("status", model.status)):
+        assert regs[name] == want, f"{name}: hardware {regs[name]:#x}, model {want:#x}"
+    for (cycle, _), index in zip(triggers, fires):
+        assert cycle - taken[index] >= TRIGGER_LATENCY, \
+            f"request {index} taken at {taken[index]} fired at {cycle}"
+    return fires

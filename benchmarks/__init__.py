@@ -1,0 +1,1 @@
+"""Benchmarks: each prints ``name: value unit`` lines with the ratio to its limit."""
