@@ -19,7 +19,7 @@ from .params import T3Params
 __all__ = [
     "Op", "Stream", "Source", "ElemType", "ELEM_BYTES",
     "mem_request_layout", "mem_response_layout", "request_signature", "response_signature",
-    "pack", "unpack",
+    "Packer", "pack", "unpack",
 ]
 
 
@@ -119,28 +119,47 @@ def response_signature(params: T3Params):
     return stream.Signature(mem_response_layout(params))
 
 
-def pack(layout, values):
-    """Integer value of a payload of ``layout`` from a mapping of field values.
+class Packer:
+    """Converts payloads of one layout between ``dict`` and integer, fast enough to run every
+    cycle of a cocotb testbench (the field list is read from the layout once)."""
 
-    Missing fields are zero; enum members are converted to their value.  A value that does not
-    fit its field raises :class:`ValueError` (nothing is silently truncated).
-    """
-    unknown = set(values) - {name for name, _ in layout}
-    if unknown:
-        raise ValueError(f"unknown field(s) {sorted(unknown)} for layout {layout!r}")
-    word = 0
-    for name, field in layout:
-        value = values.get(name, 0)
-        if isinstance(value, enum.Enum):
-            value = value.value
-        value = int(value)
-        if not 0 <= value < (1 << field.width):
-            raise ValueError(f"field {name!r} value {value} does not fit {field.width} bits")
-        word |= value << field.offset
-    return word
+    def __init__(self, layout):
+        self.layout = layout
+        self.fields = [(name, field.offset, field.width) for name, field in layout]
+        self.names = {name for name, _, _ in self.fields}
+
+    def pack(self, values):
+        """Integer value of a payload from a mapping of field values.
+
+        Missing fields are zero; enum members are converted to their value.  A value that does
+        not fit its field raises :class:`ValueError` (nothing is silently truncated).
+        """
+        if not self.names.issuperset(values):
+            unknown = sorted(set(values) - self.names)
+            raise ValueError(f"unknown field(s) {unknown} for layout {self.layout!r}")
+        word = 0
+        for name, offset, width in self.fields:
+            value = values.get(name, 0)
+            if isinstance(value, enum.Enum):
+                value = value.value
+            value = int(value)
+            if value < 0 or value >> width:
+                raise ValueError(f"field {name!r} value {value} does not fit {width} bits")
+            word |= value << offset
+        return word
+
+    def unpack(self, word):
+        """Mapping of field name to integer value from the integer value of a payload."""
+        word = int(word)
+        return {name: (word >> offset) & ((1 << width) - 1)
+                for name, offset, width in self.fields}
+
+
+def pack(layout, values):
+    """:meth:`Packer.pack` for a single payload."""
+    return Packer(layout).pack(values)
 
 
 def unpack(layout, word):
-    """Mapping of field name to integer value from the integer value of a payload."""
-    word = int(word)
-    return {name: (word >> field.offset) & ((1 << field.width) - 1) for name, field in layout}
+    """:meth:`Packer.unpack` for a single payload."""
+    return Packer(layout).unpack(word)

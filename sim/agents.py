@@ -24,7 +24,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import Event, ReadOnly, RisingEdge
 
-from hw.interfaces import pack, unpack
+from hw.interfaces import Packer
 
 
 __all__ = ["Bench", "StreamSource", "StreamSink", "StreamMonitor", "CsrMaster",
@@ -94,7 +94,7 @@ class Bench:
 
 class _StreamAgent:
     def __init__(self, dut, prefix, layout):
-        self.layout = layout
+        self.packer = Packer(layout)
         self.valid = getattr(dut, f"{prefix}__valid")
         self.ready = getattr(dut, f"{prefix}__ready")
         self.payload = getattr(dut, f"{prefix}__payload")
@@ -139,7 +139,7 @@ class StreamSource(_StreamAgent):
         if self._offering is None:
             if self.queue and not self._paused():
                 self._offering = self.queue.popleft()
-                self.payload.value = pack(self.layout, self._offering)
+                self.payload.value = self.packer.pack(self._offering)
                 self.valid.value = 1
             else:
                 self.valid.value = 0
@@ -167,7 +167,7 @@ class StreamSink(_StreamAgent):
 
     def on_edge(self, cycle):
         if self._valid and self._ready_driven:
-            self.received.append((cycle, unpack(self.layout, self._word)))
+            self.received.append((cycle, self.packer.unpack(self._word)))
         self._ready_driven = not self._paused()
         self.ready.value = int(self._ready_driven)
 
@@ -191,7 +191,7 @@ class StreamMonitor(_StreamAgent):
 
     def on_edge(self, cycle):
         if self._fire:
-            self.seen.append((cycle, unpack(self.layout, self._word)))
+            self.seen.append((cycle, self.packer.unpack(self._word)))
 
     def on_settle(self):
         self._fire = bool(self.valid.value) and bool(self.ready.value)

@@ -11,7 +11,7 @@ import random
 
 from amaranth.sim import Simulator
 
-from hw.interfaces import mem_request_layout, pack, unpack
+from hw.interfaces import Packer, mem_request_layout
 from hw.testing import reg_read, reg_write
 from tracker.config import STAT_REGISTERS, register_values
 from tracker.rtl import Tracker, trigger_layout
@@ -40,7 +40,7 @@ def simulate_tracker(params, tparams, regions, requests, *, seed=0, in_gap=0.0, 
     """
     dut = Tracker(params, tparams)
     req_layout = mem_request_layout(params)
-    trig_layout = trigger_layout(params, tparams)
+    trig_packer = Packer(trigger_layout(params, tparams))
     rng = random.Random(seed)
     max_cycles = max_cycles or 20 * len(requests) + tparams.sets + 200
     triggers, taken, regs = [], [], {}
@@ -52,7 +52,8 @@ def simulate_tracker(params, tparams, regions, requests, *, seed=0, in_gap=0.0, 
             await reg_write(ctx, dut.csr, dut.regs, name, value)
         while not ctx.get(dut.i.ready):          # the table flush after reset
             await ctx.tick()
-        words = [pack(req_layout, r) for r in requests]
+        packer = Packer(req_layout)
+        words = [packer.pack(r) for r in requests]
         index = cycle = quiet = 0
         while cycle < max_cycles and (index < len(words) or quiet < 8):
             offer = index < len(words) and not (in_gap and rng.random() < in_gap)
@@ -66,7 +67,7 @@ def simulate_tracker(params, tparams, regions, requests, *, seed=0, in_gap=0.0, 
                 taken.append(cycle)
                 index += 1
             if o_valid and o_ready:
-                triggers.append((cycle, unpack(trig_layout, o_payload)))
+                triggers.append((cycle, trig_packer.unpack(o_payload)))
             quiet = 0 if (o_valid or index < len(words)) else quiet + 1
             cycle += 1
         ctx.set(dut.i.valid, 0)

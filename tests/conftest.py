@@ -3,11 +3,12 @@
 ``--soak``: long random runs (10**6 Tracker accesses instead of 20 000).
 ``--waves``: cocotb runs write waveforms into their build folders.
 ``--seed N``: base seed of the random tests (default 1; the seed is printed on failure).
-The simulator of cocotb tests is the ``SIM`` environment variable (``verilator``, the default,
-or ``icarus``).
+Tests that take a ``sim`` argument run on both cocotb simulators, Verilator and Icarus; the
+``SIM`` environment variable (``verilator`` or ``icarus``) restricts them to one.
 """
 
 import dataclasses
+import os
 
 import pytest
 
@@ -36,7 +37,13 @@ def t3_options(request):
                    config.getoption("--seed"))
 
 
+def pytest_generate_tests(metafunc):
+    if "sim" in metafunc.fixturenames:
+        from sim.runner import SIMULATORS, default_sim
+        sims = [default_sim()] if os.environ.get("SIM") else list(SIMULATORS)
+        metafunc.parametrize("sim", sims)
+
+
 def pytest_report_header(config):
-    import os
-    return f"T3: SIM={os.environ.get('SIM', 'verilator')} seed={config.getoption('--seed')}" \
+    return f"T3: cocotb on {os.environ.get('SIM') or 'verilator and icarus'}, seed={config.getoption('--seed')}" \
            f"{' soak' if config.getoption('--soak') else ''}"

@@ -223,3 +223,11 @@ def test_paper_configuration_cost():
     # entry = valid 1 + tag 7 + start 43 + count 16 + region 2 = 69 bits
     assert bits == 256 * 8 * 69
     assert bits <= PAPER_TABLE_BITS
+
+
+def test_docs_register_map_is_the_one_the_hardware_has():
+    from pathlib import Path
+    from tracker.config import tracker_registers
+    text = (Path(__file__).parent.parent / "docs" / "tracker.md").read_text()
+    documented = text.split("<!-- registers:begin -->\n")[1].split("\n<!-- registers:end -->")[0]
+    assert documented == tracker_registers(T3Params(), TrackerParams()).markdown()

@@ -123,7 +123,7 @@ async def set_full(dut):
     pytest.param(dict(sets=256, ways=8), id="paper-256x8"),
     pytest.param(dict(sets=4, ways=2, count_bits=12, regions=3), id="small-4x2"),
 ])
-def test_tracker_cocotb(geometry, tmp_path, t3_options, request):
+def test_tracker_cocotb(geometry, sim, tmp_path, t3_options, request):
     params = T3Params(wg_id_bits=10)
     tparams = TrackerParams(**geometry)
     config = {
@@ -134,4 +134,4 @@ def test_tracker_cocotb(geometry, tmp_path, t3_options, request):
         "in_gap": 0.2, "out_stall": 0.3,
     }
     run_cocotb(Tracker(params, tparams), "t3_tracker", request.module, tmp_path,
-               config=config, waves=t3_options.waves)
+               config=config, sim=sim, waves=t3_options.waves)
