@@ -9,6 +9,9 @@
   model included, for Amaranth's simulator and cocotb on Icarus and Verilator.
 - ``tracker.table_bits.paper``: bits of the paper's configuration (256 sets x 8 ways, 12-bit
   wg_id, 3-bit wf_id, 48-bit addresses, 16-bit counters) against the paper's 19 KB.
+- ``tracker.synth.<target>.<resource>``: Yosys cell counts of the default geometry (256 x 8,
+  32-bit addresses) for Xilinx 7-series and iCE40, against a reference device
+  (:mod:`benchmarks.synth`); skipped with ``synth=False``.
 
 Every run is checked against the golden model; a mismatch fails the benchmark.
 """
@@ -23,7 +26,7 @@ from tracker.config import PAPER_TABLE_BITS, TrackerParams, entry_bits, table_bi
 WORKLOADS = {"verilator": 128, "icarus": 32, "amaranth": 16}     # workgroups, 4 WFs each
 
 
-def main(sims=None):
+def main(sims=None, synth=True):
     from hw.cli import run_ring_step
     sims = sims or ["verilator", "icarus", "amaranth"]
     params = T3Params(wg_id_bits=12)
@@ -50,8 +53,14 @@ def main(sims=None):
     bits = table_bits(paper, tparams)
     print(f"tracker.table_bits.paper: {bits} bits ({entry_bits(paper, tparams)} per entry; "
           f"limit {PAPER_TABLE_BITS} = 19 KB, ratio {bits / PAPER_TABLE_BITS:.3f})")
+    if synth:
+        from tracker.rtl import Tracker
+        from .synth import resource_lines
+        for line in resource_lines("tracker", Tracker(T3Params(), tparams), "t3_tracker"):
+            print(line, flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:] or None))
+    sys.exit(main([a for a in sys.argv[1:] if a != "--no-synth"] or None,
+                  synth="--no-synth" not in sys.argv))

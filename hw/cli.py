@@ -163,7 +163,7 @@ def cmd_demo(args):
 
 def cmd_bench(args):
     from benchmarks import tracker as bench
-    return bench.main(sims=args.sims.split(",") if args.sims else None)
+    return bench.main(sims=args.sims.split(",") if args.sims else None, synth=not args.no_synth)
 
 
 def main(argv=None):
@@ -196,6 +196,8 @@ def main(argv=None):
     bench = sub.add_parser("bench", help="print a block's figures")
     bench.add_argument("block", choices=sorted(BLOCKS))
     bench.add_argument("--sims", help="comma-separated simulators (default: all three)")
+    bench.add_argument("--no-synth", action="store_true",
+                       help="skip the FPGA resource figures (Yosys synthesis, ~1 minute)")
     bench.set_defaults(func=cmd_bench)
 
     args = parser.parse_args(argv)

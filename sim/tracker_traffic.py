@@ -68,6 +68,7 @@ def tile_traffic(params, tparams, regions, n_accesses, rng, noise=0.15, max_open
     wf_ids = range(1 << params.wf_id_bits)
     etypes = list(ElemType)
     open_tiles = {}          # (wg, wf) -> [remaining, region, etype, base]
+    open_keys = []           # the keys of open_tiles, for O(1) random choice
     per_set = {}
     requests = []
     last = None
@@ -79,7 +80,7 @@ def tile_traffic(params, tparams, regions, n_accesses, rng, noise=0.15, max_open
         if last in open_tiles and rng.random() < burst_same:
             key = last
         elif open_tiles and (rng.random() < 0.7 or len(open_tiles) > 4 * tparams.sets):
-            key = rng.choice(list(open_tiles))
+            key = rng.choice(open_keys)
         else:
             wg, wf = rng.choice(wg_ids), rng.choice(wf_ids)
             if (wg, wf) in open_tiles:
@@ -90,6 +91,7 @@ def tile_traffic(params, tparams, regions, n_accesses, rng, noise=0.15, max_open
                 etype = rng.choice(etypes)
                 base = region.base + rng.randrange(0, region.size // 2, params.beat_bytes)
                 open_tiles[(wg, wf)] = [region.threshold, index, etype, base]
+                open_keys.append((wg, wf))
                 per_set[wg % tparams.sets] = per_set.get(wg % tparams.sets, 0) + 1
                 key = (wg, wf)
             else:
@@ -106,6 +108,9 @@ def tile_traffic(params, tparams, regions, n_accesses, rng, noise=0.15, max_open
         last = key
         if open_tiles[key][0] == 0:
             del open_tiles[key]
+            where = open_keys.index(key)
+            open_keys[where] = open_keys[-1]
+            open_keys.pop()
             per_set[key[0] % tparams.sets] -= 1
     return requests
 

@@ -232,3 +232,28 @@ def test_model_fires_each_tile_exactly_once():
                 key = (entry.tag[0] << tparams.set_bits | set_index, entry.tag[1])
                 assert entry.count == fed[key] > 0
     assert open_entries == model.occupancy == len(fed) > 0
+
+
+def test_single_access_trigger_through_stream_helpers():
+    # The Amaranth helpers end to end: a threshold-1 tile fires from one access.
+    from hw.interfaces import unpack
+    from hw.testing import stream_get
+    from tracker.rtl import trigger_layout
+    tparams = TrackerParams(sets=4, ways=1, regions=1)
+    dut = Tracker(PARAMS, tparams)
+    req = request(PARAMS, 0x1020, 0b1100, ElemType.BF16, 6, 5)
+    got = []
+
+    async def bench(ctx):
+        regs = dut.regs
+        for name, value in (("region0_base", 0x1000), ("region0_size", 0x100),
+                            ("region0_tile_elems", 1), ("region0_updates", 1), ("ctrl", 1)):
+            await reg_write(ctx, dut.csr, regs, name, value)
+        await stream_put(ctx, dut.i, pack(mem_request_layout(PARAMS), req))
+        got.append(unpack(trigger_layout(PARAMS, tparams), await stream_get(ctx, dut.o)))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-9)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == [{"wg_id": 6, "wf_id": 5, "addr": 0x1020, "region": 0}]
