@@ -8,6 +8,7 @@ ready to compare against :class:`tracker.model.TrackerModel`.
 
 import dataclasses
 import random
+import time
 
 from amaranth.sim import Simulator
 
@@ -28,6 +29,7 @@ class TrackerRun:
     taken: list             # cycle each request was taken on i
     regs: dict              # STAT_REGISTERS name -> value
     cycles: int             # cycles from the first access offered to the end of the run
+    wall_s: float           # wall-clock seconds of those cycles (elaboration excluded)
 
 
 def simulate_tracker(params, tparams, regions, requests, *, seed=0, in_gap=0.0, out_stall=0.0,
@@ -55,6 +57,7 @@ def simulate_tracker(params, tparams, regions, requests, *, seed=0, in_gap=0.0, 
         packer = Packer(req_layout)
         words = [packer.pack(r) for r in requests]
         index = cycle = quiet = 0
+        state["start"] = time.perf_counter()
         while cycle < max_cycles and (index < len(words) or quiet < 8):
             offer = index < len(words) and not (in_gap and rng.random() < in_gap)
             if offer:
@@ -72,6 +75,7 @@ def simulate_tracker(params, tparams, regions, requests, *, seed=0, in_gap=0.0, 
             cycle += 1
         ctx.set(dut.i.valid, 0)
         state["cycles"] = cycle
+        state["wall_s"] = time.perf_counter() - state["start"]
         for name in STAT_REGISTERS:
             regs[name] = await reg_read(ctx, dut.csr, dut.regs, name)
 
@@ -83,4 +87,4 @@ def simulate_tracker(params, tparams, regions, requests, *, seed=0, in_gap=0.0, 
             sim.run()
     else:
         sim.run()
-    return TrackerRun(triggers, taken, regs, state["cycles"])
+    return TrackerRun(triggers, taken, regs, state["cycles"], state["wall_s"])
