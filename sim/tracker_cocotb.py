@@ -19,7 +19,7 @@ from tracker.config import (STAT_REGISTERS, Region, TrackerParams, register_valu
                             tracker_registers)
 from tracker.model import TRIGGER_LATENCY, TrackerModel, check_run
 from tracker.rtl import trigger_layout
-from .agents import Bench, CsrMaster, StreamSink, StreamSource, random_pauses
+from .agents import Bench, CsrMaster, StreamMonitor, StreamSink, StreamSource, random_pauses
 from .runner import tb_config
 from .tracker_traffic import ring_step_traffic
 
@@ -28,7 +28,8 @@ __all__ = ["TrackerTB", "run_and_check"]
 
 
 class TrackerTB:
-    """Source on ``i``, sink on ``o``, register master on ``csr``, one :class:`Bench`."""
+    """Source and monitor on ``i``, sink on ``o``, register master on ``csr``, one
+    :class:`Bench`."""
 
     def __init__(self, dut, cfg):
         self.params = T3Params(**cfg["params"])
@@ -39,6 +40,8 @@ class TrackerTB:
         self.sink = self.bench.add(StreamSink(dut, "o", trigger_layout(self.params,
                                                                        self.tparams)))
         self.csr = self.bench.add(CsrMaster(dut, "csr", self.regs))
+        # a passive view of the input: must see exactly what the source sent, when it sent it
+        self.monitor = self.bench.add(StreamMonitor(dut, "i", mem_request_layout(self.params)))
         self.dut = dut
 
     async def start(self, regions, enable=True):
@@ -78,6 +81,7 @@ async def run_and_check(dut, requests, regions, in_gap=0.0, out_stall=0.0, seed=
     tb.run_cycles, tb.run_wall = tb.bench.cycle - start_cycle, time.perf_counter() - start
     regs = await tb.read_stats()
     taken = [cycle for cycle, _ in tb.source.sent]
+    assert tb.monitor.seen == tb.source.sent, "monitor and source disagree on the handshakes"
     fires = check_run(model, outcomes, tb.sink.received, taken, regs)
     return tb, fires, regs
 
