@@ -37,7 +37,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 
-__all__ = ["Reg", "RegisterFile", "csr_signature", "CSR_DATA_BITS"]
+__all__ = ["Reg", "RegisterFile", "csr_signature", "count", "CSR_DATA_BITS"]
 
 
 CSR_DATA_BITS = 32
@@ -204,3 +204,12 @@ class RegisterFile:
             where = f"0x{addr:02x}" if reg.words == 1 else f"0x{addr:02x}-0x{addr + reg.words - 1:02x}"
             lines.append(f"| {where} | `{reg.name}` | {reg.width} | {reg.access} | {reg.doc} |")
         return "\n".join(lines)
+
+
+def count(m: Module, counter, event, clear):
+    """Statistics counter: ``counter`` clears on ``clear`` (which wins), else adds one on
+    ``event``, saturating at its maximum (a counter never wraps to a small, wrong value)."""
+    with m.If(clear):
+        m.d.sync += counter.eq(0)
+    with m.Elif(event & (counter != (1 << len(counter)) - 1)):
+        m.d.sync += counter.eq(counter + 1)

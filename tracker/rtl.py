@@ -10,7 +10,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hw.csr import csr_signature
+from hw.csr import count, csr_signature
 from hw.interfaces import ElemType, Op, mem_request_layout
 from hw.params import T3Params
 from .config import TrackerParams, Status, UPDATES_BITS, tracker_registers
@@ -293,19 +293,10 @@ class Tracker(wiring.Component):
                          s1_go & s1_bad)
         m.d.sync += status.eq((status & ~clear_status) | new_status)
 
-        def bump(name, cond):
-            counter = counters[name]
-            with m.If(clear_counters):
-                m.d.sync += counter.eq(0)
-            with m.Elif(cond & (counter != (1 << COUNTER_BITS) - 1)):
-                m.d.sync += counter.eq(counter + 1)
-
-        bump("accesses", take)
-        bump("errors", s1_go & (error | s1_bad))
-        bump("tracked", s1_go & s1_count & ~error)
-        bump("triggers", s1_go & fire)
-        bump("stall_full", set_full)
-        bump("stall_out", out_busy)
+        for name, event in (("accesses", take), ("errors", s1_go & (error | s1_bad)),
+                            ("tracked", s1_go & s1_count & ~error), ("triggers", s1_go & fire),
+                            ("stall_full", set_full), ("stall_out", out_busy)):
+            count(m, counters[name], event, clear_counters)
         with m.If(clear_counters):
             m.d.sync += peak.eq(next_occ)
         with m.Elif(next_occ > peak):

@@ -1,0 +1,270 @@
+"""Memory-controller front end: compute and communication streams, the arbitration policy, the
+DRAM command queue (MCQ) (paper section 4.5; ``T3_SPEC.md`` section 7)."""
+
+from amaranth import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.wiring import In, Out
+
+from hw.csr import count, csr_signature
+from hw.interfaces import Stream, mem_request_layout
+from hw.params import T3Params
+from .config import STARVE_BITS, ArbiterParams, Policy, arbiter_registers
+
+
+__all__ = ["MCArbiter", "ArbiterPolicy"]
+
+
+class ArbiterPolicy(wiring.Component):
+    """The arbitration decision and its state, separate from the datapath so that it can be
+    proved on its own (``tests/test_mc_arbiter_formal.py``).
+
+    Inputs (all for the current cycle): ``policy``, ``threshold``, ``starve_limit`` (registers),
+    ``c_valid``, ``m_valid`` (the streams' valid), ``room`` (the MCQ can take a request and the
+    tap is ready), ``level`` (MCQ entries), ``drain``.  Outputs, combinational:
+    ``issue_compute``/``issue_comm`` (at most one, only with ``room``), ``forced``.  State:
+    ``starve`` (cycles communication waited with room since it last issued), ``draining``,
+    and which stream issued last (for round-robin).  The rules are :class:`MCArbiter`'s.
+    """
+
+    def __init__(self, aparams: ArbiterParams):
+        level_shape = range(aparams.depth + 1)
+        super().__init__({
+            "policy": In(2), "threshold": In(level_shape), "starve_limit": In(STARVE_BITS),
+            "c_valid": In(1), "m_valid": In(1), "room": In(1), "level": In(level_shape),
+            "drain": In(1),
+            "issue_compute": Out(1), "issue_comm": Out(1), "forced": Out(1),
+            "starve": Out(STARVE_BITS), "draining": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        c_valid, m_valid, policy = self.c_valid, self.m_valid, self.policy
+        last_comm = Signal()                      # the last issue came from communication
+        pick_comm = Signal()
+        pick_compute = Signal()
+        m.d.comb += self.forced.eq((policy == Policy.MCA) & (self.starve_limit != 0) & m_valid &
+                                   (self.starve >= self.starve_limit))
+        with m.Switch(policy):
+            with m.Case(Policy.COMPUTE_FIRST):
+                m.d.comb += [pick_compute.eq(c_valid), pick_comm.eq(~c_valid & m_valid)]
+            with m.Case(Policy.MCA):
+                with m.If((self.draining | self.drain) & m_valid):
+                    m.d.comb += pick_comm.eq(1)
+                with m.Elif(self.forced):
+                    m.d.comb += pick_comm.eq(1)
+                with m.Elif(c_valid):
+                    m.d.comb += pick_compute.eq(1)
+                with m.Else():
+                    m.d.comb += pick_comm.eq(m_valid & (self.level < self.threshold))
+            with m.Default():                     # ROUND_ROBIN (and the invalid code 3)
+                with m.If(c_valid & m_valid):
+                    m.d.comb += [pick_comm.eq(~last_comm), pick_compute.eq(last_comm)]
+                with m.Else():
+                    m.d.comb += [pick_compute.eq(c_valid), pick_comm.eq(m_valid)]
+        m.d.comb += [self.issue_compute.eq(pick_compute & self.room),
+                     self.issue_comm.eq(pick_comm & self.room)]
+        with m.If(self.issue_compute | self.issue_comm):
+            m.d.sync += last_comm.eq(self.issue_comm)
+        with m.If(self.issue_comm | ~m_valid):
+            m.d.sync += self.starve.eq(0)
+        with m.Elif(self.room & (self.starve != (1 << STARVE_BITS) - 1)):
+            m.d.sync += self.starve.eq(self.starve + 1)
+        m.d.sync += self.draining.eq(self.drain | (self.draining & m_valid))
+        return m
+
+
+class MCArbiter(wiring.Component):
+    """Arbitration between the compute and communication streams into the MCQ.
+
+    Parameters
+    ----------
+    params : :class:`hw.params.T3Params`
+    aparams : :class:`mc_arbiter.config.ArbiterParams`
+
+    Ports
+    -----
+    compute : In(stream.Signature(mem_request_layout(params)))
+        The CUs' requests (the GEMM's reads and writes).
+    comm : In(stream.Signature(mem_request_layout(params)))
+        Communication: DMA reads of outgoing tiles, incoming remote and DMA updates.
+    tap : Out(stream.Signature(mem_request_layout(params)))
+        Every request as it is enqueued (the Tracker attaches here).  A request enqueues only in
+        a cycle where ``tap.ready`` is high; tie it high when nothing observes.
+    o : Out(stream.Signature(mem_request_layout(params)))
+        The head of the MCQ, towards the DRAM.  ``stream`` is set from the port the request came
+        in on, whatever the requester wrote there.
+    occupancy : Out(range(depth + 1))
+        MCQ entries (registered: the count at the start of the cycle).
+    drain : In(1)
+        Producer-kernel boundary: from this cycle, communication is issued first and regardless
+        of the threshold, until the communication input is empty (``comm.valid`` low with
+        ``drain`` low).
+    calib_start, calib_end : In(1)
+        Calibration window (the producer kernel's isolated first stage): while it is open the
+        compute stream's MCQ occupancy is summed each cycle; at ``calib_end`` the mean is looked
+        up in the calibration table and, if ``ctrl.auto_threshold`` is set, becomes
+        ``threshold``.  ``calib_end`` is applied before ``calib_start`` in the same cycle.
+    csr : In(csr_signature(...))
+        Registers (:func:`mc_arbiter.config.arbiter_registers`).
+
+    Arbitration (combinational, the same cycle: no bubbles)
+    --------------------------------------------------------
+    ``room`` = the MCQ is not full at the start of the cycle and ``tap.ready``.  A request that
+    the policy picks enqueues in the same cycle when there is room (``compute.ready`` /
+    ``comm.ready`` are high in exactly that case).
+
+    * ``ROUND_ROBIN``: with both valid, the stream that did not issue last; else the valid one.
+    * ``COMPUTE_FIRST``: compute if valid, else communication.
+    * ``MCA``: while draining, communication first; else if communication has waited
+      ``starve_limit`` cycles with room in the MCQ (``starve_limit`` > 0), communication
+      (a *forced* issue); else compute if valid; else communication only if ``occupancy`` <
+      ``threshold`` (``threshold`` = depth means no limit).
+
+    The starvation counter counts the cycles in which a communication request waits although
+    the MCQ has room; it clears when communication issues or has nothing to send.  Under MCA it
+    never exceeds ``starve_limit`` (proved in ``tests/test_mc_arbiter_formal.py``).
+
+    Each stream's requests leave ``o`` in the order they arrived; none is lost or duplicated.
+    """
+
+    def __init__(self, params: T3Params, aparams: ArbiterParams = ArbiterParams()):
+        if not isinstance(params, T3Params):
+            raise TypeError(f"params must be a T3Params, not {params!r}")
+        if not isinstance(aparams, ArbiterParams):
+            raise TypeError(f"aparams must be an ArbiterParams, not {aparams!r}")
+        self.params = params
+        self.aparams = aparams
+        self.regs = arbiter_registers(aparams)
+        req = stream.Signature(mem_request_layout(params))
+        super().__init__({
+            "compute": In(req),
+            "comm": In(req),
+            "tap": Out(req),
+            "o": Out(req),
+            "occupancy": Out(range(aparams.depth + 1)),
+            "drain": In(1),
+            "calib_start": In(1),
+            "calib_end": In(1),
+            "csr": In(csr_signature(self.regs.addr_bits)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p, ap, regs = self.params, self.aparams, self.regs
+        layout = mem_request_layout(p)
+
+        m.submodules.mcq = mcq = SyncFIFO(width=layout.size, depth=ap.depth)
+        m.submodules.policy = core = ArbiterPolicy(ap)
+
+        # --- Registers ---------------------------------------------------------------------
+        policy = regs.rw("ctrl")[:2]
+        auto_threshold = regs.rw("ctrl")[2]
+        threshold = regs.rw("threshold")
+        starve_limit = regs.rw("starve_limit")
+        bad_policy = Signal()
+        calibrating = Signal()
+        compute_occ = Signal(range(ap.depth + 1))
+        counters = {name: Signal(32, name=f"cnt_{name}") for name in
+                    ("compute_issues", "comm_issues", "compute_wait", "forced", "cycles")}
+        comm_max_wait = Signal(32)
+        comm_wait_run = Signal(32)
+        peak = Signal(range(ap.depth + 1))
+        occ_sum = Signal(48)
+        calib_sum = Signal(48)
+        calib_cycles = Signal(32)
+        run_sum = Signal(48)
+        run_cycles = Signal(32)
+        regs.elaborate(m, self.csr, {
+            "info": Const(ap.depth | ap.calib_rows << 16, 32),
+            "status": Cat(bad_policy, Const(0, 7), calibrating, core.draining),
+            "occupancy": mcq.level, "compute_occupancy": compute_occ,
+            "comm_max_wait": comm_max_wait, "peak_occupancy": peak,
+            "occupancy_sum": occ_sum, "calib_sum": calib_sum, "calib_cycles": calib_cycles,
+            **counters,
+        })
+        clear = regs.write_strobe("cmd") & regs.write_data("cmd")[0]
+
+        # --- Policy --------------------------------------------------------------------------
+        c_valid, m_valid = self.compute.valid, self.comm.valid
+        room = mcq.w_rdy & self.tap.ready
+        m.d.comb += [
+            core.policy.eq(policy), core.threshold.eq(threshold),
+            core.starve_limit.eq(starve_limit), core.c_valid.eq(c_valid),
+            core.m_valid.eq(m_valid), core.room.eq(room), core.level.eq(mcq.level),
+            core.drain.eq(self.drain),
+        ]
+        issue_compute, issue_comm = core.issue_compute, core.issue_comm
+        forced, draining_now = core.forced, core.draining | self.drain
+        enqueue = issue_compute | issue_comm
+        chosen = Mux(issue_comm, self.comm.payload.as_value(), self.compute.payload.as_value())
+        entry = layout(Signal(layout))
+        m.d.comb += [
+            entry.eq(chosen),
+            entry.stream.eq(Mux(issue_comm, Stream.COMM, Stream.COMPUTE)),
+            self.compute.ready.eq(issue_compute),
+            self.comm.ready.eq(issue_comm),
+            self.tap.valid.eq(enqueue),
+            self.tap.payload.eq(entry),
+            mcq.w_en.eq(enqueue),
+            mcq.w_data.eq(entry),
+            self.o.valid.eq(mcq.r_rdy),
+            self.o.payload.eq(mcq.r_data),
+            mcq.r_en.eq(self.o.ready),
+            self.occupancy.eq(mcq.level),
+        ]
+
+        # --- Bad policy --------------------------------------------------------------------------
+        with m.If(regs.write_strobe("status") & regs.write_data("status")[0]):
+            m.d.sync += bad_policy.eq(0)
+        with m.If(policy == 3):
+            m.d.sync += bad_policy.eq(1)
+
+        # --- Occupancy of the compute stream, calibration ----------------------------------------
+        dequeue = self.o.valid & self.o.ready
+        head = layout(mcq.r_data)
+        m.d.sync += compute_occ.eq(compute_occ + issue_compute -
+                                   (dequeue & (head.stream == Stream.COMPUTE)))
+        # The mean is compared with each row's bound without a divider or a multiplier: row i
+        # keeps sum(compute_occ - bound_i) over the window, negative iff mean < bound_i.
+        rows = ap.calib_rows
+        below = [Signal(signed(49), name=f"calib_acc{i}") for i in range(rows - 1)]
+        with m.If(self.calib_start):
+            m.d.sync += [calibrating.eq(1), run_sum.eq(0), run_cycles.eq(0)]
+            m.d.sync += [acc.eq(0) for acc in below]
+        with m.Elif(calibrating):
+            m.d.sync += [run_sum.eq(run_sum + compute_occ), run_cycles.eq(run_cycles + 1)]
+            m.d.sync += [acc.eq(acc + compute_occ - regs.rw(f"calib{i}_bound"))
+                         for i, acc in enumerate(below)]
+        with m.If(self.calib_end & calibrating):
+            with m.If(~self.calib_start):
+                m.d.sync += calibrating.eq(0)
+            m.d.sync += [calib_sum.eq(run_sum), calib_cycles.eq(run_cycles)]
+            # first row whose bound exceeds the mean; the last row catches the rest.  An empty
+            # window leaves the threshold alone.
+            chosen_thr = regs.rw(f"calib{rows - 1}_threshold")
+            for index in reversed(range(rows - 1)):
+                chosen_thr = Mux(below[index] < 0, regs.rw(f"calib{index}_threshold"),
+                                 chosen_thr)
+            with m.If(auto_threshold & (run_cycles != 0)):
+                m.d.sync += threshold.eq(chosen_thr)
+
+        # --- Counters -------------------------------------------------------------------------------
+        for name, event in (("compute_issues", issue_compute), ("comm_issues", issue_comm),
+                            ("compute_wait", c_valid & ~issue_compute),
+                            ("forced", forced & issue_comm & ~draining_now),
+                            ("cycles", Const(1))):
+            count(m, counters[name], event, clear)
+        with m.If(clear):
+            m.d.sync += [peak.eq(0), occ_sum.eq(0), comm_max_wait.eq(0), comm_wait_run.eq(0)]
+        with m.Else():
+            with m.If(mcq.level > peak):
+                m.d.sync += peak.eq(mcq.level)
+            m.d.sync += occ_sum.eq(occ_sum + mcq.level)
+            with m.If(m_valid & ~issue_comm):
+                m.d.sync += comm_wait_run.eq(comm_wait_run + 1)
+                with m.If(comm_wait_run + 1 > comm_max_wait):
+                    m.d.sync += comm_max_wait.eq(comm_wait_run + 1)
+            with m.Else():
+                m.d.sync += comm_wait_run.eq(0)
+        return m
