@@ -101,8 +101,9 @@ class MCArbiter(wiring.Component):
         of the threshold, until the communication input is empty (``comm.valid`` low with
         ``drain`` low).
     calib_start, calib_end : In(1)
-        Calibration window (the producer kernel's isolated first stage): while it is open the
-        compute stream's MCQ occupancy is summed each cycle; at ``calib_end`` the mean is looked
+        Calibration window (the producer kernel's isolated first stage): in each cycle strictly
+        between the two marks the compute stream's MCQ occupancy (its entries in the MCQ at the
+        start of the cycle) is added up; at ``calib_end`` the mean is looked
         up in the calibration table and, if ``ctrl.auto_threshold`` is set, becomes
         ``threshold``.  ``calib_end`` is applied before ``calib_start`` in the same cycle.
     csr : In(csr_signature(...))

@@ -85,7 +85,7 @@ def simulate_arbiter(params, aparams, compute_src, comm_src, *, config=None, see
                 name = "comm" if item["stream"] == Stream.COMM.value else "compute"
                 item["stream"] = (Stream.COMPUTE if name == "compute" else Stream.COMM).value
                 dequeued.append((name, item))
-            busy = c_item is not None or m_item is not None or o_valid
+            busy = not (compute_src.finished and comm_src.finished) or o_valid
             idle = 0 if busy else idle + 1
             cycle += 1
         for port in (dut.compute, dut.comm):

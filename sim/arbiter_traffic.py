@@ -33,7 +33,14 @@ def numbered_requests(params, n, stream, base=0):
     } for k in range(n)]
 
 
-class RandomSource:
+class _Source:
+    @property
+    def finished(self):
+        """Every request has been taken."""
+        return self.index >= len(self.items)
+
+
+class RandomSource(_Source):
     def __init__(self, items, gap=0.0, seed=0):
         self.items = list(items)
         self.index = 0
@@ -58,7 +65,7 @@ class RandomSource:
             self.done_cycle = cycle
 
 
-class PhasedSource:
+class PhasedSource(_Source):
     """``phases`` bursts of ``burst`` requests; after a burst is fully taken, ``think`` idle
     cycles (the CUs computing on what they read) before the next burst."""
 
@@ -83,7 +90,7 @@ class PhasedSource:
             self.done_cycle = cycle
 
 
-class BurstSource:
+class BurstSource(_Source):
     """A burst of ``burst`` requests released every ``period`` cycles from ``start``."""
 
     def __init__(self, items, burst, period, start=0):
