@@ -24,6 +24,9 @@ TARGETS = {
     "xc7": ("synth_xilinx -family xc7 -flatten -top {top}", "XC7A100T", {
         "lut": (("LUT1", "LUT2", "LUT3", "LUT4", "LUT5", "LUT6"), "LUTs", 63400),
         "ff": (("FDRE", "FDSE", "FDCE", "FDPE"), "flip-flops", 126800),
+        "lutram": (("RAM32M", "RAM32M16", "RAM64M", "RAM64M8", "RAM32X1D", "RAM64X1D",
+                    "RAM128X1D", "RAM256X1D", "RAM32X1S", "RAM64X1S", "RAM128X1S",
+                    "RAM256X1S"), "LUTRAM cells (RAM64M: 4 LUTs)", 19000 // 4),
         "bram18": (("RAMB18E1",), "RAMB18 (RAMB36 = 2)", 270),
         "dsp": (("DSP48E1",), "DSP48E1", 240),
     }),

@@ -1,11 +1,13 @@
 """The ``t3`` command.
 
 ``t3 demo``                      the Tracker through one ring reduce-scatter step, checked
-``t3 export tracker --out DIR``  Verilog of a block (+ its register map as Markdown)
-``t3 bench tracker``             the block's figures, one ``name: value unit`` line each
+``t3 export BLOCK --out DIR``    Verilog of a block (+ its register map as Markdown)
+``t3 bench BLOCK``               the block's figures, one ``name: value unit`` line each
 
-Blocks of later issues (``nmc``, ``dma``, ``mc_arbiter``, the node and the ring) add their
-entries to :data:`BLOCKS`.
+Blocks: ``tracker``, ``mc_arbiter``.
+
+Blocks of later issues (``nmc``, ``dma``, the node and the ring) add their entries to
+:data:`BLOCKS` and a ``benchmarks/<block>.py`` with ``main(sims, synth)``.
 """
 
 import argparse
@@ -51,9 +53,24 @@ def _tracker(args):
     return Tracker(params, tparams)
 
 
+def _arbiter_args(parser):
+    g = parser.add_argument_group("MC arbiter geometry")
+    g.add_argument("--depth", type=int, default=64, help="MCQ entries (default 64)")
+    g.add_argument("--calib-rows", type=int, default=4,
+                   help="calibration table rows (default 4)")
+
+
+def _arbiter(args):
+    from mc_arbiter.config import ArbiterParams
+    from mc_arbiter.rtl import MCArbiter
+    return MCArbiter(_params(args), ArbiterParams(depth=args.depth,
+                                                  calib_rows=args.calib_rows))
+
+
 #: name -> (Verilog module name, argument adder, constructor from parsed arguments)
 BLOCKS = {
     "tracker": ("t3_tracker", _tracker_args, _tracker),
+    "mc_arbiter": ("t3_mc_arbiter", _arbiter_args, _arbiter),
 }
 
 
@@ -161,7 +178,8 @@ def cmd_demo(args):
 
 
 def cmd_bench(args):
-    from benchmarks import tracker as bench
+    import importlib
+    bench = importlib.import_module(f"benchmarks.{args.block}")
     return bench.main(sims=args.sims.split(",") if args.sims else None, synth=not args.no_synth)
 
 
@@ -194,7 +212,7 @@ def main(argv=None):
 
     bench = sub.add_parser("bench", help="print a block's figures")
     bench.add_argument("block", choices=sorted(BLOCKS))
-    bench.add_argument("--sims", help="comma-separated simulators (default: all three)")
+    bench.add_argument("--sims", help="comma-separated simulators (default: all of the block's)")
     bench.add_argument("--no-synth", action="store_true",
                        help="skip the FPGA resource figures (Yosys synthesis, ~1 minute)")
     bench.set_defaults(func=cmd_bench)

@@ -53,3 +53,13 @@ def test_export_tracker(tmp_path, capsys):
     assert re.search(r"input \[\d+:0\] i__payload;", verilog)
     registers = (tmp_path / "t3_tracker_registers.md").read_text()
     assert "`region3_updates`" in registers
+
+
+def test_export_mc_arbiter(tmp_path, capsys):
+    assert main(["export", "mc_arbiter", "--out", str(tmp_path), "--depth", "16"]) == 0
+    verilog = (tmp_path / "t3_mc_arbiter.v").read_text()
+    assert re.search(r"^module t3_mc_arbiter\(", verilog, re.M)
+    for port in ("compute__valid", "comm__ready", "tap__payload", "o__valid", "drain",
+                 "calib_start", "calib_end", "occupancy"):
+        assert re.search(rf"\b(input|output)\b[^;]*\b{port};", verilog), port
+    assert "`starve_limit`" in (tmp_path / "t3_mc_arbiter_registers.md").read_text()

@@ -231,3 +231,11 @@ def test_docs_register_map_is_the_one_the_hardware_has():
     text = (Path(__file__).parent.parent / "docs" / "tracker.md").read_text()
     documented = text.split("<!-- registers:begin -->\n")[1].split("\n<!-- registers:end -->")[0]
     assert documented == tracker_registers(T3Params(), TrackerParams()).markdown()
+
+
+def test_docs_arbiter_register_map_is_the_one_the_hardware_has():
+    from pathlib import Path
+    from mc_arbiter.config import ArbiterParams, arbiter_registers
+    text = (Path(__file__).parent.parent / "docs" / "mc_arbiter.md").read_text()
+    documented = text.split("<!-- registers:begin -->\n")[1].split("\n<!-- registers:end -->")[0]
+    assert documented == arbiter_registers(ArbiterParams()).markdown()

@@ -1,0 +1,75 @@
+"""MC arbiter figures (``t3 bench mc_arbiter`` or ``python -m benchmarks.mc_arbiter``).
+
+- ``mc_arbiter.throughput``: requests enqueued per cycle with both streams always valid and the
+  MCQ drained every cycle (cocotb + Verilator, exported Verilog); limit 1.0.
+- ``mc_arbiter.compute_slowdown.<policy>``: the unit-level Figure 17 demonstration
+  (:mod:`sim.mca_demo`): the compute stream's completion time with bursty communication,
+  against the same compute stream alone; and communication's worst wait under each policy.
+- ``mc_arbiter.sim_speed.<sim>``: simulated cycles per second (Python driver included).
+- ``mc_arbiter.synth.<target>.<resource>``: Yosys cell counts, default geometry (MCQ of 64).
+
+Every run is checked against the cycle-level golden model.
+"""
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from hw.params import T3Params
+from mc_arbiter.config import ArbiterParams, Policy
+
+
+def saturate(sim, n=20_000):
+    from mc_arbiter.rtl import MCArbiter
+    from sim.runner import run_cocotb
+    import sim.arbiter_cocotb as tb
+    params, aparams = T3Params(), ArbiterParams()
+    build = Path(tempfile.mkdtemp(prefix=f"t3_mc_arbiter_{sim}_"))
+    out = build / "result.json"
+    config = {"params": params.to_dict(), "aparams": aparams.to_dict(), "n": n, "seed": 1,
+              "out": str(out)}
+    run_cocotb(MCArbiter(params, aparams), "t3_mc_arbiter", tb.__name__, build, config=config,
+               testcase="saturate", sim=sim)
+    return json.loads(out.read_text())
+
+
+def main(sims=None, synth=True):
+    from sim.mca_demo import DemoConfig, demo_table
+    sims = sims or ["verilator", "icarus"]
+    speeds = {}
+    for index, sim in enumerate(sims):
+        result = saturate(sim, 20_000 if sim == "verilator" else 4_000)
+        speeds[sim] = result["cycles_per_s"]
+        if index == 0:
+            rate = result["issues_per_cycle"]
+            print(f"mc_arbiter.throughput: {rate:.3f} requests/cycle (limit 1.0, ratio "
+                  f"{rate:.3f}; {result['issues']} requests on {sim})", flush=True)
+    config = DemoConfig()
+    results = demo_table(config)
+    alone = results["alone"]["compute_done"]
+    print(f"mc_arbiter.demo.compute_alone: {alone} cycles ({config.bursts} bursts of "
+          f"{config.burst} reads, MCQ {config.depth}, DRAM {config.o_rate} requests/cycle)")
+    for policy in Policy:
+        r = results[policy.name]
+        print(f"mc_arbiter.compute_slowdown.{policy.name.lower()}: {r['slowdown']:.3f}x "
+              f"(limit 1.0; compute done at {r['compute_done']} cycles)")
+    for policy in Policy:
+        r = results[policy.name]
+        print(f"mc_arbiter.comm_max_wait.{policy.name.lower()}: {r['comm_max_wait']} cycles "
+              f"(communication done at {r['comm_done']})")
+    speeds["amaranth"] = results["MCA"]["cycles_per_s"]
+    for sim, value in speeds.items():
+        print(f"mc_arbiter.sim_speed.{sim}: {value:.0f} cycles/s")
+    if synth:
+        from mc_arbiter.rtl import MCArbiter
+        from .synth import resource_lines
+        for line in resource_lines("mc_arbiter", MCArbiter(T3Params(), ArbiterParams()),
+                                   "t3_mc_arbiter"):
+            print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main([a for a in sys.argv[1:] if a != "--no-synth"] or None,
+                  synth="--no-synth" not in sys.argv))
