@@ -6,7 +6,8 @@ In the style of Glasgow's gateware tests: ``await stream_put(ctx, port, payload)
 integer value of the port's layout (build them with :func:`hw.interfaces.pack`).
 """
 
-__all__ = ["stream_put", "stream_get", "csr_write", "csr_read", "reg_write", "reg_read"]
+__all__ = ["stream_put", "stream_get", "csr_write", "csr_read", "reg_write", "reg_read",
+           "run_testbench"]
 
 
 async def stream_put(ctx, port, payload):
@@ -50,3 +51,17 @@ async def reg_read(ctx, bus, regs, name):
     base = regs.address(name)
     words = [await csr_read(ctx, bus, base + k) for k in range(regs[name].words)]
     return regs.from_words(name, words)
+
+
+def run_testbench(dut, bench, vcd=None, clock=1e-9):
+    """Simulate ``dut`` with one ``sync`` clock and the testbench coroutine ``bench(ctx)``;
+    with ``vcd`` (a path) also write a waveform."""
+    from amaranth.sim import Simulator
+    sim = Simulator(dut)
+    sim.add_clock(clock)
+    sim.add_testbench(bench)
+    if vcd:
+        with sim.write_vcd(vcd):
+            sim.run()
+    else:
+        sim.run()

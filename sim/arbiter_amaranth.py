@@ -10,10 +10,8 @@ import dataclasses
 import random
 import time
 
-from amaranth.sim import Simulator
-
 from hw.interfaces import Packer, Stream, mem_request_layout
-from hw.testing import reg_read, reg_write
+from hw.testing import reg_read, reg_write, run_testbench
 from mc_arbiter.config import STAT_REGISTERS, register_values
 from mc_arbiter.model import CycleInputs
 from mc_arbiter.rtl import MCArbiter
@@ -94,12 +92,5 @@ def simulate_arbiter(params, aparams, compute_src, comm_src, *, config=None, see
         for name in STAT_REGISTERS:
             regs[name] = await reg_read(ctx, dut.csr, dut.regs, name)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-9)
-    sim.add_testbench(bench)
-    if vcd:
-        with sim.write_vcd(vcd):
-            sim.run()
-    else:
-        sim.run()
+    run_testbench(dut, bench, vcd)
     return ArbiterRun(record, dequeued, regs, state["wall"])

@@ -10,10 +10,8 @@ import dataclasses
 import random
 import time
 
-from amaranth.sim import Simulator
-
 from hw.interfaces import Packer, mem_request_layout
-from hw.testing import reg_read, reg_write
+from hw.testing import reg_read, reg_write, run_testbench
 from tracker.config import STAT_REGISTERS, register_values
 from tracker.rtl import Tracker, trigger_layout
 
@@ -79,12 +77,5 @@ def simulate_tracker(params, tparams, regions, requests, *, seed=0, in_gap=0.0, 
         for name in STAT_REGISTERS:
             regs[name] = await reg_read(ctx, dut.csr, dut.regs, name)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-9)
-    sim.add_testbench(bench)
-    if vcd:
-        with sim.write_vcd(vcd):
-            sim.run()
-    else:
-        sim.run()
+    run_testbench(dut, bench, vcd)
     return TrackerRun(triggers, taken, regs, state["cycles"], state["wall_s"])

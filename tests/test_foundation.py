@@ -4,7 +4,6 @@ driver-side checks: every refusal names the field and the value."""
 import re
 
 import pytest
-from amaranth.sim import Simulator
 
 from hw.csr import Reg, RegisterFile, csr_signature
 from hw.export import to_verilog
@@ -13,6 +12,7 @@ from hw.params import T3Params
 from tracker.config import (PAPER_TABLE_BITS, Region, TrackerParams, check_regions,
                             check_schedule, table_bits)
 from tracker.rtl import Tracker
+from hw.testing import run_testbench
 
 
 # --- T3Params ---------------------------------------------------------------------------
@@ -116,10 +116,7 @@ def test_register_file_rtl_read_write_and_unmapped():
         seen["unmapped"] = await csr_read(ctx, dut.csr, 7)
         seen["pulses"] = ctx.get(dut.pulses)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-9)
-    sim.add_testbench(bench)
-    sim.run()
+    run_testbench(dut, bench)
     assert seen == {"reset": 5, "wide": 0xAB_1234_5678, "ro": 0xCAFE_F00D,
                     "ro_after": 0xCAFE_F00D, "go_read": 0, "unmapped": 0, "pulses": 2}
 

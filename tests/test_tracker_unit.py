@@ -4,11 +4,10 @@ import random
 from collections import Counter
 
 import pytest
-from amaranth.sim import Simulator
 
 from hw.interfaces import ElemType, Op, mem_request_layout, pack
 from hw.params import T3Params
-from hw.testing import reg_read, reg_write, stream_put
+from hw.testing import reg_read, reg_write, run_testbench, stream_put
 from sim.tracker_amaranth import simulate_tracker
 from sim.tracker_traffic import random_regions, request, ring_step_traffic, tile_traffic
 from tracker.config import Region, Status, TrackerParams
@@ -155,10 +154,7 @@ def test_registers_read_back_and_clear():
         seen["occupancy_flushed"] = await reg_read(ctx, dut.csr, regs, "occupancy")
         seen["status_after"] = await reg_read(ctx, dut.csr, regs, "status")
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-9)
-    sim.add_testbench(bench)
-    sim.run()
+    run_testbench(dut, bench)
     assert seen["info"] == 2 | 2 << 8 | 2 << 16 | 10 << 24
     assert seen["ctrl"] == 1
     assert seen["region1_base"] == 0x12_3456_7800 and seen["region1_size"] == 0x100
@@ -192,10 +188,7 @@ def test_status_is_sticky_until_written_one():
         await reg_write(ctx, dut.csr, regs, "status", Status.BAD_ACCESS)
         seen.append(await reg_read(ctx, dut.csr, regs, "status"))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-9)
-    sim.add_testbench(bench)
-    sim.run()
+    run_testbench(dut, bench)
     assert seen == [Status.BAD_ACCESS, Status.BAD_ACCESS, 0]
 
 
@@ -252,8 +245,5 @@ def test_single_access_trigger_through_stream_helpers():
         await stream_put(ctx, dut.i, pack(mem_request_layout(PARAMS), req))
         got.append(unpack(trigger_layout(PARAMS, tparams), await stream_get(ctx, dut.o)))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-9)
-    sim.add_testbench(bench)
-    sim.run()
+    run_testbench(dut, bench)
     assert got == [{"wg_id": 6, "wf_id": 5, "addr": 0x1020, "region": 0}]
