@@ -54,11 +54,13 @@ async def reg_read(ctx, bus, regs, name):
 
 
 def run_testbench(dut, bench, vcd=None, clock=1e-9):
-    """Simulate ``dut`` with one ``sync`` clock and the testbench coroutine ``bench(ctx)``;
-    with ``vcd`` (a path) also write a waveform."""
+    """Simulate ``dut`` with one ``sync`` clock (none with ``clock=None``, for a combinational
+    design) and the testbench coroutine ``bench(ctx)``; with ``vcd`` (a path) also write a
+    waveform."""
     from amaranth.sim import Simulator
     sim = Simulator(dut)
-    sim.add_clock(clock)
+    if clock is not None:
+        sim.add_clock(clock)
     sim.add_testbench(bench)
     if vcd:
         with sim.write_vcd(vcd):

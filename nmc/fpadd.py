@@ -1,0 +1,178 @@
+"""IEEE-754 addition for the near-bank ALU lanes: fp16, bf16 and fp32, round to nearest even.
+
+:func:`float_layout` describes a format as a ``data.StructLayout`` in the style of Amaranth's own
+IEEE-754 example (``fraction``, ``exponent``, ``sign``, least significant first).
+:class:`FPAdd` adds two values of one format, combinationally: subnormal inputs and outputs,
+signed zeros, infinities and NaN are handled; every result that is not a NaN is the correctly
+rounded sum (bit for bit what numpy's ``float16``/``float32`` addition and ``ml_dtypes``'
+``bfloat16`` addition give), and a NaN input or ``inf - inf`` gives the quiet NaN
+``0 11..1 10..0``.
+
+The algorithm is the textbook one with guard, round and sticky bits: align the smaller operand
+(bits shifted out fold into the sticky bit), add or subtract magnitudes, renormalise (one bit
+right after a carry; left by the leading-zero count after a cancellation, but never below the
+smallest exponent, which yields subnormals), round to nearest even, and saturate to infinity.
+"""
+
+from amaranth import Cat, Const, Module, Mux, Signal, Elaboratable
+from amaranth.lib import data
+
+
+__all__ = ["FloatFormat", "FP16", "BF16", "FP32", "float_layout", "FPAdd"]
+
+
+class FloatFormat:
+    """An IEEE-754 binary format: ``exp_bits`` exponent bits, ``frac_bits`` fraction bits."""
+
+    def __init__(self, name, exp_bits, frac_bits):
+        self.name = name
+        self.exp_bits = exp_bits
+        self.frac_bits = frac_bits
+
+    @property
+    def width(self):
+        return 1 + self.exp_bits + self.frac_bits
+
+    @property
+    def qnan(self):
+        """The quiet NaN the adder produces: sign 0, exponent all ones, fraction MSB set."""
+        return ((1 << self.exp_bits) - 1) << self.frac_bits | 1 << (self.frac_bits - 1)
+
+    def __repr__(self):
+        return f"FloatFormat({self.name})"
+
+
+FP16 = FloatFormat("fp16", 5, 10)
+BF16 = FloatFormat("bf16", 8, 7)
+FP32 = FloatFormat("fp32", 8, 23)
+
+
+def float_layout(fmt: FloatFormat):
+    return data.StructLayout({
+        "fraction": fmt.frac_bits,
+        "exponent": fmt.exp_bits,
+        "sign": 1,
+    })
+
+
+class FPAdd(Elaboratable):
+    """``s = a + b`` in ``fmt``, combinational.
+
+    Attributes
+    ----------
+    a, b : Signal(float_layout(fmt)), in
+    s : Signal(float_layout(fmt)), out
+    """
+
+    def __init__(self, fmt: FloatFormat):
+        self.fmt = fmt
+        layout = float_layout(fmt)
+        self.a = Signal(layout)
+        self.b = Signal(layout)
+        self.s = Signal(layout)
+
+    def elaborate(self, platform):
+        m = Module()
+        fmt = self.fmt
+        E, F = fmt.exp_bits, fmt.frac_bits
+        exp_max = (1 << E) - 1
+        W = F + 4                      # hidden bit + fraction + guard, round, sticky
+
+        a, b = self.a, self.b
+
+        # --- classify ---------------------------------------------------------------------
+        def special(x):
+            return x.exponent == exp_max
+
+        a_nan = special(a) & (a.fraction != 0)
+        b_nan = special(b) & (b.fraction != 0)
+        a_inf = special(a) & (a.fraction == 0)
+        b_inf = special(b) & (b.fraction == 0)
+
+        # --- order by magnitude: x is the larger ------------------------------------------------
+        a_mag = Cat(a.fraction, a.exponent)
+        b_mag = Cat(b.fraction, b.exponent)
+        swap = b_mag > a_mag
+        x = float_layout(fmt)(Signal(fmt.width))
+        y = float_layout(fmt)(Signal(fmt.width))
+        m.d.comb += [x.eq(Mux(swap, b, a)), y.eq(Mux(swap, a, b))]
+
+        def unpack(v):
+            subnormal = v.exponent == 0
+            exp = Mux(subnormal, 1, v.exponent)
+            mant = Cat(v.fraction, ~subnormal)          # hidden bit
+            return exp, mant
+
+        x_exp, x_mant = unpack(x)
+        y_exp, y_mant = unpack(y)
+
+        # --- align y to x (guard, round, sticky) ----------------------------------------------
+        shift = Signal(E)
+        m.d.comb += shift.eq(x_exp - y_exp)
+        y_ext = Signal(W + W)                     # y mantissa, 3 GRS bits, room to shift into
+        m.d.comb += y_ext.eq(Cat(Const(0, W), Const(0, 3), y_mant) >> shift)
+        y_aligned = Signal(W)
+        m.d.comb += y_aligned.eq(Cat(y_ext[W:][0] | (y_ext[:W] != 0), y_ext[W + 1:]))
+        far = shift >= W                          # everything shifted out: only sticky left
+        y_al = Signal(W)
+        m.d.comb += y_al.eq(Mux(far, y_mant != 0, y_aligned))
+        x_al = Cat(Const(0, 3), x_mant)
+
+        # --- add or subtract magnitudes -------------------------------------------------------
+        subtract = x.sign ^ y.sign
+        total = Signal(W + 1)
+        m.d.comb += total.eq(Mux(subtract, x_al - y_al, x_al + y_al))
+
+        # --- normalise ---------------------------------------------------------------------------
+        carry = total[W]
+        # leading zeros below the hidden position (bit W-1)
+        lz = Signal(range(W + 1))
+        m.d.comb += lz.eq(W)
+        for i in range(W):
+            with m.If(total[i]):
+                m.d.comb += lz.eq(W - 1 - i)
+        # never shift below the smallest exponent (1): that is a subnormal result
+        left = Signal(range(W + 1))
+        m.d.comb += left.eq(Mux(lz < x_exp, lz, x_exp - 1))
+        norm = Signal(W)
+        norm_exp = Signal(E + 2)
+        with m.If(carry):
+            m.d.comb += [norm.eq(Cat(total[0] | total[1], total[2:W + 1])),
+                         norm_exp.eq(x_exp + 1)]
+        with m.Else():
+            m.d.comb += [norm.eq(total[:W] << left), norm_exp.eq(x_exp - left)]
+
+        # --- round to nearest, ties to even ---------------------------------------------------------
+        guard, rnd, sticky = norm[2], norm[1], norm[0]
+        mant = norm[3:]                           # hidden + fraction, F + 1 bits
+        round_up = guard & (rnd | sticky | mant[0])
+        rounded = Signal(F + 2)
+        m.d.comb += rounded.eq(mant + round_up)
+        r_mant = Signal(F + 1)
+        r_exp = Signal(E + 2)
+        with m.If(rounded[F + 1]):                # rounding carried out: 10.000 -> 1.000, exp+1
+            m.d.comb += [r_mant.eq(rounded[1:]), r_exp.eq(norm_exp + 1)]
+        with m.Else():
+            m.d.comb += [r_mant.eq(rounded[:F + 1]), r_exp.eq(norm_exp)]
+        # subnormal (or zero) result: no hidden bit, exponent field 0
+        is_normal = r_mant[F]
+        field_exp = Mux(is_normal, r_exp, 0)
+        overflow = is_normal & (r_exp >= exp_max)
+        zero = r_mant == 0
+
+        # --- result -----------------------------------------------------------------------------------
+        s = self.s
+        with m.If(a_nan | b_nan | (a_inf & b_inf & (a.sign != b.sign))):
+            m.d.comb += s.as_value().eq(fmt.qnan)
+        with m.Elif(a_inf | b_inf):
+            m.d.comb += [s.exponent.eq(exp_max), s.fraction.eq(0),
+                         s.sign.eq(Mux(a_inf, a.sign, b.sign))]
+        with m.Elif(zero):
+            # exact zero: +0, except (-0) + (-0) = -0 (round to nearest)
+            m.d.comb += [s.exponent.eq(0), s.fraction.eq(0), s.sign.eq(a.sign & b.sign)]
+        with m.Elif(overflow):
+            m.d.comb += [s.exponent.eq(exp_max), s.fraction.eq(0), s.sign.eq(x.sign)]
+        with m.Else():
+            m.d.comb += [s.exponent.eq(field_exp), s.fraction.eq(r_mant[:F]),
+                         s.sign.eq(x.sign)]
+        return m
