@@ -1,0 +1,109 @@
+"""The near-bank ALU: one beat per cycle of op-and-store arithmetic.
+
+``STORE`` writes ``data`` into the enabled bytes of the old beat; ``UPDATE`` adds ``data`` to the
+old beat lane by lane in the element type: fp16 x16, bf16 x16, fp32 x8 (IEEE-754, round to
+nearest even, :class:`nmc.fpadd.FPAdd`), int32 x8 (two's complement, wrapping).  Lanes whose
+bytes are not enabled keep the old value.  An ``UPDATE`` whose mask enables part of an element
+is refused: ``error`` is set and the old beat is returned unchanged (memory is not touched).
+"""
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.interfaces import ELEM_BYTES, ElemType, Op
+from hw.params import T3Params
+from .fpadd import BF16, FP16, FP32, FPAdd
+
+
+__all__ = ["NearBankALU", "alu_in_layout", "alu_out_layout", "LATENCY"]
+
+
+#: Cycles from an input handshake to its result on ``o`` (with ``o.ready`` high).
+LATENCY = 1
+
+
+def alu_in_layout(params: T3Params):
+    return data.StructLayout({
+        "old": params.beat_bits, "data": params.beat_bits, "mask": params.beat_bytes,
+        "op": Op, "etype": ElemType,
+    })
+
+
+def alu_out_layout(params: T3Params):
+    return data.StructLayout({"result": params.beat_bits, "error": 1})
+
+
+class NearBankALU(wiring.Component):
+    """Op-and-store on one beat per cycle.
+
+    Ports
+    -----
+    i : In(stream.Signature(alu_in_layout(params)))
+        ``old`` (the beat read from the bank), ``data``, ``mask`` (byte enables), ``op``
+        (``STORE`` or ``UPDATE``; ``READ`` returns ``old``), ``etype``.
+    o : Out(stream.Signature(alu_out_layout(params)))
+        ``result`` (the beat to write back) and ``error``; valid ``LATENCY`` = 1 cycle after the
+        input handshake (registered), and ``i.ready`` = ``~o.valid | o.ready``.
+    """
+
+    def __init__(self, params: T3Params):
+        self.params = params
+        super().__init__({
+            "i": In(stream.Signature(alu_in_layout(params))),
+            "o": Out(stream.Signature(alu_out_layout(params))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.params
+        req = self.i.payload
+        old, new, mask = req.old, req.data, req.mask
+
+        # --- lane-wise sums for every type --------------------------------------------------
+        sums = {}
+        for etype, fmt in ((ElemType.FP16, FP16), (ElemType.BF16, BF16), (ElemType.FP32, FP32),
+                           (ElemType.INT32, None)):
+            bits = 8 * ELEM_BYTES[etype]
+            lanes = []
+            for k in range(p.beat_bits // bits):
+                a, b = old[k * bits:(k + 1) * bits], new[k * bits:(k + 1) * bits]
+                if fmt is None:
+                    lane = Signal(bits, name=f"int32_{k}")
+                    m.d.comb += lane.eq(a + b)                     # wraps
+                else:
+                    adder = FPAdd(fmt)
+                    m.submodules[f"{fmt.name}_{k}"] = adder
+                    m.d.comb += [adder.a.as_value().eq(a), adder.b.as_value().eq(b)]
+                    lane = adder.s.as_value()
+                lanes.append(lane)
+            sums[etype] = Cat(*lanes)
+
+        total = Signal(p.beat_bits)
+        with m.Switch(req.etype):
+            for etype, value in sums.items():
+                with m.Case(etype):
+                    m.d.comb += total.eq(value)
+
+        # --- masks: whole elements only for UPDATE -------------------------------------------------
+        pairs_whole = Cat(mask[k] == mask[k + 1] for k in range(0, p.beat_bytes, 2)).all()
+        quads_whole = Cat(mask[k] == mask[k + 2] for k in range(0, p.beat_bytes, 4)).all()
+        wide = (req.etype == ElemType.FP32) | (req.etype == ElemType.INT32)
+        whole = pairs_whole & (~wide | quads_whole)
+        bad = (req.op == Op.UPDATE) & ~whole
+
+        source = Mux(req.op == Op.UPDATE, total, new)
+        merged = Signal(p.beat_bits)
+        m.d.comb += merged.eq(Cat(Mux(mask[k], source[8 * k:8 * k + 8], old[8 * k:8 * k + 8])
+                                  for k in range(p.beat_bytes)))
+        result = Mux(bad | (req.op == Op.READ), old, merged)
+
+        # --- output register -----------------------------------------------------------------------
+        m.d.comb += self.i.ready.eq(~self.o.valid | self.o.ready)
+        with m.If(self.i.ready):
+            m.d.sync += [
+                self.o.valid.eq(self.i.valid),
+                self.o.payload.result.eq(result),
+                self.o.payload.error.eq(bad),
+            ]
+        return m
