@@ -19,7 +19,7 @@ from .params import T3Params
 __all__ = [
     "Op", "Stream", "Source", "ElemType", "ELEM_BYTES",
     "mem_request_layout", "mem_response_layout", "request_signature", "response_signature",
-    "Packer", "pack", "unpack",
+    "Packer", "pack", "unpack", "mask_is_whole",
 ]
 
 
@@ -163,3 +163,14 @@ def pack(layout, values):
 def unpack(layout, word):
     """:meth:`Packer.unpack` for a single payload."""
     return Packer(layout).unpack(word)
+
+
+def mask_is_whole(mask, etype):
+    """Amaranth expression: the byte ``mask`` enables only whole elements of ``etype`` (every
+    2-byte pair, and for 4-byte types every 4-byte group, all enabled or all disabled)."""
+    from amaranth import Cat
+    n = len(mask)
+    pairs = Cat(mask[k] == mask[k + 1] for k in range(0, n, 2)).all()
+    quads = Cat(mask[k] == mask[k + 2] for k in range(0, n, 4)).all()
+    wide = (etype == ElemType.FP32) | (etype == ElemType.INT32)
+    return pairs & (~wide | quads)

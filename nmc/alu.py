@@ -11,7 +11,7 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.interfaces import ELEM_BYTES, ElemType, Op
+from hw.interfaces import ELEM_BYTES, ElemType, Op, mask_is_whole
 from hw.params import T3Params
 from .fpadd import BF16, FP16, FP32, FPAdd
 
@@ -86,11 +86,7 @@ class NearBankALU(wiring.Component):
                     m.d.comb += total.eq(value)
 
         # --- masks: whole elements only for UPDATE -------------------------------------------------
-        pairs_whole = Cat(mask[k] == mask[k + 1] for k in range(0, p.beat_bytes, 2)).all()
-        quads_whole = Cat(mask[k] == mask[k + 2] for k in range(0, p.beat_bytes, 4)).all()
-        wide = (req.etype == ElemType.FP32) | (req.etype == ElemType.INT32)
-        whole = pairs_whole & (~wide | quads_whole)
-        bad = (req.op == Op.UPDATE) & ~whole
+        bad = (req.op == Op.UPDATE) & ~mask_is_whole(mask, req.etype)
 
         source = Mux(req.op == Op.UPDATE, total, new)
         merged = Signal(p.beat_bits)

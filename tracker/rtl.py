@@ -11,7 +11,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hw.csr import count, csr_signature
-from hw.interfaces import ElemType, Op, mem_request_layout
+from hw.interfaces import ElemType, Op, mask_is_whole, mem_request_layout
 from hw.params import T3Params
 from .config import TrackerParams, Status, UPDATES_BITS, tracker_registers
 
@@ -167,11 +167,9 @@ class Tracker(wiring.Component):
         mask = req.mask
         byte_count = Signal(inc_bits)
         m.d.comb += byte_count.eq(sum(mask[k] for k in range(p.beat_bytes)))
-        pairs_whole = Cat(mask[k] == mask[k + 1] for k in range(0, p.beat_bytes, 2)).all()
-        quads_whole = Cat(mask[k] == mask[k + 2] for k in range(0, p.beat_bytes, 4)).all()
         wide = (req.etype == ElemType.FP32) | (req.etype == ElemType.INT32)
         increment = Mux(wide, byte_count >> 2, byte_count >> 1)
-        whole = pairs_whole & (~wide | quads_whole)
+        whole = mask_is_whole(mask, req.etype)
         aligned = req.addr[:p.beat_offset_bits] == 0
         is_write = (req.op == Op.STORE) | (req.op == Op.UPDATE)
         eligible = enable & req.tracked & is_write & in_region.any()
