@@ -1,0 +1,112 @@
+"""HBM2 timing settings, pseudo-channel geometry and address mapping of the near-bank unit."""
+
+import dataclasses
+
+from hw.csr import Reg, RegisterFile
+from hw.params import T3Params
+
+
+__all__ = ["HBMTiming", "NMCParams", "decode", "nmc_registers", "COUNTERS"]
+
+
+@dataclasses.dataclass(frozen=True)
+class HBMTiming:
+    """DRAM timing in clock cycles (tCK = 1 ns; public HBM2 presets).
+
+    ``CCDWL`` is the column-to-column delay in one bank group after an op-and-store: the paper's
+    Table 1 has CCDWL = 4 with CCDL = 2; the ratio is kept (8 with CCD_L 4).  ``CL`` is also the
+    delay from a column command to its response, for every command; it must cover the unit's
+    read-add-write pipeline (3 cycles: read, add, write and queue the response).
+    """
+    CL: int = 14
+    RCD: int = 14
+    RP: int = 14
+    RAS: int = 34
+    CCD_S: int = 2
+    CCD_L: int = 4
+    WTR_S: int = 6
+    WTR_L: int = 8
+    CCDWL: int = 8
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 255:
+                raise ValueError(f"{field.name} must be an integer from 1 to 255 cycles, "
+                                 f"not {value!r}")
+        if self.CCDWL < self.CCD_L:
+            raise ValueError(f"CCDWL {self.CCDWL} is less than CCD_L {self.CCD_L}: an "
+                             f"op-and-store cannot free its bank group sooner than a column "
+                             f"command")
+        if self.CCD_L < self.CCD_S:
+            raise ValueError(f"CCD_L {self.CCD_L} is less than CCD_S {self.CCD_S}")
+        if self.CL < 3:
+            raise ValueError(f"CL {self.CL} is shorter than the 3-cycle read-add-write pipeline")
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class NMCParams:
+    """One HBM2 pseudo-channel: ``bank_groups`` x ``banks`` banks of ``rows`` rows of
+    ``columns`` beats.  Beat index ``i`` maps to column ``i % columns``, then bank group, then
+    bank, then row (consecutive rows of a tile spread over the bank groups)."""
+    bank_groups: int = 4
+    banks: int = 4
+    columns: int = 32
+    rows: int = 8
+    resp_depth: int = 16
+    timing: HBMTiming = HBMTiming()
+
+    def __post_init__(self):
+        for name in ("bank_groups", "banks", "columns", "rows"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1 or value & (value - 1) or value > 4096:
+                raise ValueError(f"{name} must be a power of two from 1 to 4096, not {value!r}")
+        if not isinstance(self.resp_depth, int) or not 4 <= self.resp_depth <= 256:
+            raise ValueError(f"resp_depth must be an integer from 4 to 256, "
+                             f"not {self.resp_depth!r}")
+
+    @property
+    def capacity_beats(self):
+        return self.bank_groups * self.banks * self.columns * self.rows
+
+    def to_dict(self):
+        d = dataclasses.asdict(self)
+        d["timing"] = self.timing.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d):
+        d = dict(d)
+        d["timing"] = HBMTiming(**d["timing"])
+        return cls(**d)
+
+
+def decode(nparams: NMCParams, beat):
+    """``(bank_group, bank, row)`` of beat index ``beat``; the flat bank number is
+    ``bank * bank_groups + bank_group``."""
+    rest = beat // nparams.columns
+    group = rest % nparams.bank_groups
+    rest //= nparams.bank_groups
+    return group, rest % nparams.banks, rest // nparams.banks
+
+
+#: Traffic counters, each split by stream (``<name>_compute``, ``<name>_comm``).
+COUNTERS = ("reads", "stores", "updates", "row_hits", "row_misses", "row_conflicts")
+
+
+def nmc_registers(params: T3Params, nparams: NMCParams):
+    regs = [
+        Reg("status", 1, "w1c", "sticky: [0] a command was refused (address beyond the "
+                                "capacity or not beat aligned)"),
+        Reg("cmd", 1, "wo", "write 1: [0] clear the counters"),
+        Reg("errors", 32, "ro", "commands refused"),
+        Reg("busy", 32, "ro", "cycles with a command waiting at the head"),
+    ]
+    for name in COUNTERS:
+        for stream in ("compute", "comm"):
+            regs.append(Reg(f"{name}_{stream}", 32, "ro", f"{name.replace('_', ' ')} of the "
+                                                          f"{stream} stream"))
+    return RegisterFile(regs)

@@ -1,0 +1,63 @@
+"""Drive the near-bank unit under Amaranth's simulator: commands in with optional gaps,
+responses out with optional backpressure; returns the responses with the cycle each was
+taken, the cycle each command was taken, and the registers."""
+
+import dataclasses
+import random
+import time
+
+from hw.interfaces import Packer, mem_request_layout, mem_response_layout
+from hw.testing import reg_read, run_testbench
+from nmc.rtl import NMCUnit
+
+
+__all__ = ["simulate_nmc", "NMCRun"]
+
+
+@dataclasses.dataclass
+class NMCRun:
+    responses: list      # [(cycle, response dict)]
+    taken: list          # cycle each command left cmd
+    heads: list          # per cycle from the first: the command index offered, or None
+    regs: dict
+    wall_s: float
+
+
+def simulate_nmc(params, nparams, commands, *, in_gap=0.0, resp_stall=0.0, seed=0,
+                 max_cycles=None, vcd=None):
+    dut = NMCUnit(params, nparams)
+    pin, pout = Packer(mem_request_layout(params)), Packer(mem_response_layout(params))
+    rng = random.Random(seed)
+    max_cycles = max_cycles or 200 * len(commands) + 1000
+    responses, taken, heads, regs, state = [], [], [], {}, {}
+
+    async def bench(ctx):
+        start = time.perf_counter()
+        index = cycle = 0
+        offering = False
+        while len(responses) < len(commands) and cycle < max_cycles:
+            if index < len(commands) and (offering or not (in_gap and rng.random() < in_gap)):
+                offering = True
+                ctx.set(dut.cmd.payload.as_value(), pin.pack(commands[index]))
+            else:
+                offering = False
+            ctx.set(dut.cmd.valid, offering)
+            heads.append(index if offering else None)
+            ctx.set(dut.resp.ready, not (resp_stall and rng.random() < resp_stall))
+            _, _, c_ready, r_valid, r_ready, r_payload = await ctx.tick().sample(
+                dut.cmd.ready, dut.resp.valid, dut.resp.ready, dut.resp.payload.as_value())
+            if offering and c_ready:
+                taken.append(cycle)
+                index += 1
+                offering = False
+            if r_valid and r_ready:
+                responses.append((cycle, pout.unpack(r_payload)))
+            cycle += 1
+        ctx.set(dut.cmd.valid, 0)
+        state["wall"] = time.perf_counter() - start
+        for reg in dut.regs.regs:
+            if reg.access != "wo":
+                regs[reg.name] = await reg_read(ctx, dut.csr, dut.regs, reg.name)
+
+    run_testbench(dut, bench, vcd)
+    return NMCRun(responses, taken, heads, regs, state["wall"])

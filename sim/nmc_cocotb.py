@@ -1,0 +1,124 @@
+"""cocotb testbench of the near-bank unit's exported Verilog (``tests/test_nmc_cocotb.py`` and
+``t3 bench nmc``): random command streams (:func:`random_commands`) through a source with gaps,
+responses into a sink with backpressure, scored against :class:`nmc.model.NMCModel` (values and
+order always; completion cycles when ``resp`` is never stalled)."""
+
+import json
+import random
+import time
+
+import cocotb
+
+from hw.interfaces import ElemType, Op, Stream, mem_request_layout, mem_response_layout
+from hw.params import T3Params
+from nmc.config import NMCParams, nmc_registers
+from nmc.model import NMCModel
+from .agents import Bench, CsrMaster, StreamSink, StreamSource, random_pauses
+from .runner import tb_config
+
+
+__all__ = ["random_commands", "run_commands"]
+
+
+class _Heads:
+    """Per cycle, the index of the command offered on ``cmd`` (for the model's replay)."""
+
+    def __init__(self, dut, source, bench):
+        self.dut, self.source, self.bench = dut, source, bench
+        self.heads, self.on, self.first = [], False, None
+
+    def reset(self):
+        pass
+
+    def on_edge(self, cycle):
+        pass
+
+    def on_settle(self):
+        if self.on:
+            if self.first is None:
+                self.first = self.bench.cycle     # this settle follows edge `first`
+            offering = bool(self.dut.cmd__valid.value)
+            self.heads.append(len(self.source.sent) if offering else None)
+
+
+def random_commands(params, nparams, n, seed, hot=16):
+    rng = random.Random(seed)
+    full = (1 << params.beat_bytes) - 1
+    beats = [rng.randrange(nparams.capacity_beats) for _ in range(hot)]
+    out = []
+    for i in range(n):
+        op = rng.choice([Op.READ, Op.STORE, Op.UPDATE, Op.UPDATE])
+        addr = rng.choice(beats) * params.beat_bytes
+        if rng.random() < 0.02:
+            addr = rng.choice([nparams.capacity_beats * params.beat_bytes, 4])
+        out.append({"addr": addr, "data": rng.getrandbits(params.beat_bits),
+                    "mask": full if rng.random() < 0.8 else rng.getrandbits(params.beat_bytes),
+                    "op": op.value, "etype": rng.choice(list(ElemType)).value,
+                    "stream": rng.randrange(2), "tag": i % (1 << params.tag_bits),
+                    "source": 0, "wg_id": 0, "wf_id": 0, "tracked": 0})
+    return out
+
+
+async def run_commands(dut, commands, in_gap, resp_stall, seed):
+    cfg = tb_config()
+    params, nparams = T3Params(**cfg["params"]), NMCParams.from_dict(cfg["nparams"])
+    bench = Bench(dut)
+    source = bench.add(StreamSource(dut, "cmd", mem_request_layout(params)))
+    sink = bench.add(StreamSink(dut, "resp", mem_response_layout(params)))
+    csr = bench.add(CsrMaster(dut, "csr", nmc_registers(params, nparams)))
+    heads = bench.add(_Heads(dut, source, bench))
+    if in_gap:
+        source.set_pause_generator(random_pauses(in_gap, seed))
+    if resp_stall:
+        sink.set_pause_generator(random_pauses(resp_stall, seed + 1))
+    await bench.start()
+    start = time.perf_counter()
+    start_cycle = bench.cycle
+    heads.on = True
+    for c in commands:
+        source.send_nowait(c)
+    await bench.until(lambda: len(sink.received) == len(commands), 300 * len(commands) + 500)
+    heads.on = False
+    wall, cycles = time.perf_counter() - start, bench.cycle - start_cycle
+    regs = {reg.name: await csr.read_reg(reg.name) for reg in csr.regs.regs
+            if reg.access != "wo"}
+    model = NMCModel(params, nparams)
+    for head in heads.heads:
+        model.step(commands[head] if head is not None else None)
+    got = [r for _, r in sink.received]
+    want = [r for _, r in model.responses]
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert {f: g[f] for f in w} == w, f"response {k}: hardware {g}, model {w}"
+    assert len(got) == len(want) == len(commands)
+    if not resp_stall:
+        # a handshake recorded at edge c happened in the cycle after edge c - 1
+        cycles_got = [c - 1 - heads.first for c, _ in sink.received]
+        cycles_want = [c for c, _ in model.responses]
+        assert cycles_got == cycles_want, "completion cycles differ from the model"
+        for name, value in model.counters.items():
+            assert regs[name] == value, f"{name}: hardware {regs[name]}, model {value}"
+    return {"cycles": cycles, "wall_s": wall, "cycles_per_s": cycles / wall,
+            "taken": [c for c, _ in source.sent], "registers": regs}
+
+
+@cocotb.test()
+async def spread_updates(dut):
+    """``t3 bench nmc``: op-and-stores spread over the bank groups with their rows open, no
+    stalls: the rate against bank groups / CCDWL; summary to ``cfg["out"]``."""
+    cfg = tb_config()
+    params, nparams = T3Params(**cfg["params"]), NMCParams.from_dict(cfg["nparams"])
+    full = (1 << params.beat_bytes) - 1
+    groups, cols = nparams.bank_groups, nparams.columns
+    commands = []
+    for k in range(cfg["n"]):
+        group, column = k % groups, (k // groups) % cols
+        beat = group * cols + column               # bank 0, row 0 of each group
+        commands.append({"addr": beat * params.beat_bytes, "data": k, "mask": full,
+                         "op": Op.UPDATE.value, "etype": ElemType.INT32.value,
+                         "stream": Stream.COMM.value, "tag": k % 16, "source": 0,
+                         "wg_id": 0, "wf_id": 0, "tracked": 0})
+    result = await run_commands(dut, commands, 0.0, 0.0, cfg["seed"])
+    taken = result["taken"][groups:]               # after each group's first (row opening)
+    result["updates_per_cycle"] = (len(taken) - 1) / (taken[-1] - taken[0])
+    with open(cfg["out"], "w") as f:
+        json.dump(result, f)

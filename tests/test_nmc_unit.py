@@ -1,0 +1,159 @@
+"""The near-bank unit (HBM2 pseudo-channel with ALUs) against the cycle-level model, and its
+timing against the settings it was given."""
+
+import random
+
+import numpy as np
+import pytest
+
+from hw.interfaces import ElemType, Op, Stream
+from hw.params import T3Params
+from nmc.config import HBMTiming, NMCParams, decode
+from nmc.model import NMCModel
+from sim.nmc_amaranth import simulate_nmc
+
+
+PARAMS = T3Params()
+NP = NMCParams(rows=4)
+T = NP.timing
+FULL = (1 << PARAMS.beat_bytes) - 1
+
+
+def command(beat, op, data=0, mask=FULL, etype=ElemType.FP32, stream=Stream.COMPUTE, tag=0,
+            addr=None):
+    return {"addr": beat * PARAMS.beat_bytes if addr is None else addr, "data": data,
+            "mask": mask, "op": op.value, "etype": etype.value, "stream": stream.value,
+            "tag": tag, "source": 0, "wg_id": 0, "wf_id": 0, "tracked": 0}
+
+
+def beat_of(group, bank, row, column=0):
+    return ((row * NP.banks + bank) * NP.bank_groups + group) * NP.columns + column
+
+
+def replay(commands, run):
+    model = NMCModel(PARAMS, NP)
+    for head in run.heads:
+        model.step(commands[head] if head is not None else None)
+    return model
+
+
+def random_commands(n, seed):
+    rng = random.Random(seed)
+    beats = [rng.randrange(NP.capacity_beats) for _ in range(16)]
+    out = []
+    for i in range(n):
+        op = rng.choice([Op.READ, Op.STORE, Op.UPDATE, Op.UPDATE])
+        addr = None
+        if rng.random() < 0.03:
+            addr = rng.choice([NP.capacity_beats * PARAMS.beat_bytes, 4])     # refused
+        out.append(command(rng.choice(beats), op, rng.getrandbits(PARAMS.beat_bits),
+                           FULL if rng.random() < 0.8 else rng.getrandbits(PARAMS.beat_bytes),
+                           rng.choice(list(ElemType)), Stream(rng.randrange(2)), i % 16, addr))
+    return out
+
+
+@pytest.mark.parametrize("in_gap", [0.0, 0.4])
+def test_random_commands_match_the_model_in_values_cycles_and_counters(in_gap):
+    commands = random_commands(400, seed=int(in_gap * 10) + 1)
+    run = simulate_nmc(PARAMS, NP, commands, in_gap=in_gap, seed=3)
+    model = replay(commands, run)
+    assert len(run.responses) == len(model.responses) == len(commands)
+    for k, ((cycle, got), (want_cycle, want)) in enumerate(zip(run.responses, model.responses)):
+        assert cycle == want_cycle, f"response {k}: cycle {cycle}, model {want_cycle}"
+        assert {f: got[f] for f in want} == want, f"response {k}: {got} != {want}"
+    for name, value in model.counters.items():
+        assert run.regs[name] == value, f"{name}: hardware {run.regs[name]}, model {value}"
+    assert run.regs["status"] == model.status == 1
+    assert model.counters["row_conflicts_compute"] + model.counters["row_conflicts_comm"] > 0
+
+
+def test_backpressure_keeps_values_and_order():
+    commands = random_commands(300, seed=7)
+    free = simulate_nmc(PARAMS, NP, commands)
+    stalled = simulate_nmc(PARAMS, NP, commands, in_gap=0.2, resp_stall=0.5, seed=4)
+    assert [r for _, r in stalled.responses] == [r for _, r in free.responses]
+    assert [r["tag"] for _, r in stalled.responses] == [c["tag"] for c in commands]
+    assert stalled.responses[-1][0] > free.responses[-1][0]        # the stalls did bite
+
+
+def issue_gaps(commands):
+    run = simulate_nmc(PARAMS, NP, commands)
+    return [b - a for a, b in zip(run.taken, run.taken[1:])], run
+
+
+def test_updates_in_one_bank_group_are_spaced_ccdwl():
+    beats = [beat_of(0, 0, 0, c) for c in range(6)]
+    gaps, _ = issue_gaps([command(b, Op.UPDATE) for b in beats])
+    assert gaps == [T.CCDWL] * 5
+
+
+def test_stores_in_one_bank_group_are_spaced_ccd_l():
+    gaps, _ = issue_gaps([command(beat_of(0, 0, 0, c), Op.STORE) for c in range(6)])
+    assert gaps == [T.CCD_L] * 5
+
+
+def test_updates_across_bank_groups_are_spaced_ccd_s():
+    # open a row in each bank group first, then update round-robin across the groups
+    opens = [command(beat_of(g, 0, 0), Op.READ) for g in range(NP.bank_groups)]
+    updates = [command(beat_of(k % NP.bank_groups, 0, 0, k // NP.bank_groups), Op.UPDATE)
+               for k in range(8)]
+    gaps, _ = issue_gaps(opens + updates)
+    # two op-and-stores per bank group per CCDWL: CCD_S apart while a group is free
+    assert gaps[len(opens):] == [T.CCD_S] * 3 + [max(T.CCD_S, T.CCDWL - 3 * T.CCD_S)] + \
+        [T.CCD_S] * 3
+
+
+def test_row_miss_and_conflict_cost_what_the_timing_says():
+    b0 = beat_of(1, 2, 0)
+    b1 = beat_of(1, 2, 1)                     # same bank, another row
+    commands = [command(b0, Op.READ), command(b0 + 1, Op.READ), command(b1, Op.READ)]
+    run = simulate_nmc(PARAMS, NP, commands)
+    first, hit, conflict = run.taken
+    assert first == T.RCD                     # bank closed at reset: ACT at 0, READ at RCD
+    assert hit - first == T.CCD_L             # same bank group
+    # conflict: PRE when the row has been open RAS cycles, ACT after RP, READ after RCD
+    assert conflict == max(hit + 1, T.RAS) + T.RP + T.RCD
+    assert run.regs["row_misses_compute"] == 1 and run.regs["row_hits_compute"] == 1
+    assert run.regs["row_conflicts_compute"] == 1
+    assert [c for c, _ in run.responses] == [t + T.CL for t in run.taken]
+
+
+def test_back_to_back_updates_to_one_address_give_the_sum():
+    values = np.arange(1, 41, dtype=np.float32)
+    beat = beat_of(3, 1, 2, 5)
+    commands = [command(beat, Op.UPDATE, int.from_bytes(np.full(8, v).tobytes(), "little"))
+                for v in values]
+    commands.append(command(beat, Op.READ))
+    run = simulate_nmc(PARAMS, NP, commands)
+    lanes = np.frombuffer(run.responses[-1][1]["data"].to_bytes(32, "little"), np.float32)
+    assert (lanes == values.sum()).all()
+
+
+def test_bad_addresses_are_refused_and_touch_nothing():
+    beat = beat_of(0, 0, 0)
+    commands = [command(beat, Op.STORE, 0x1234),
+                command(0, Op.STORE, 0xFFFF, addr=beat * 32 + 8),                 # unaligned
+                command(0, Op.STORE, 0xFFFF, addr=NP.capacity_beats * 32),         # beyond
+                command(beat, Op.READ)]
+    run = simulate_nmc(PARAMS, NP, commands)
+    assert [r["error"] for _, r in run.responses] == [0, 1, 1, 0]
+    assert run.responses[-1][1]["data"] == 0x1234
+    assert run.regs["errors"] == 2 and run.regs["status"] == 1
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(CCDWL=3), r"^CCDWL 3 is less than CCD_L 4: an op-and-store cannot free its bank "
+                    r"group sooner than a column command$"),
+    (dict(CCD_L=1), r"^CCDWL 8 is|^CCD_L 1 is less than CCD_S 2$"),
+    (dict(CL=2), r"^CL 2 is shorter than the 3-cycle read-add-write pipeline$"),
+    (dict(RP=0), r"^RP must be an integer from 1 to 255 cycles, not 0$"),
+])
+def test_impossible_timing_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        HBMTiming(**kwargs)
+
+
+def test_geometry_refused():
+    with pytest.raises(ValueError, match=r"^banks must be a power of two from 1 to 4096, "
+                                         r"not 3$"):
+        NMCParams(banks=3)
