@@ -4,9 +4,9 @@
 ``t3 export BLOCK --out DIR``    Verilog of a block (+ its register map as Markdown)
 ``t3 bench BLOCK``               the block's figures, one ``name: value unit`` line each
 
-Blocks: ``tracker``, ``mc_arbiter``.
+Blocks: ``tracker``, ``mc_arbiter``, ``nmc``.
 
-Blocks of later issues (``nmc``, ``dma``, the node and the ring) add their entries to
+Blocks of later issues (``dma``, the node and the ring) add their entries to
 :data:`BLOCKS` and a ``benchmarks/<block>.py`` with ``main(sims, synth)``.
 """
 
@@ -67,10 +67,26 @@ def _arbiter(args):
                                                   calib_rows=args.calib_rows))
 
 
+def _nmc_args(parser):
+    g = parser.add_argument_group("HBM2 pseudo-channel")
+    g.add_argument("--bank-groups", type=int, default=4, help="bank groups (default 4)")
+    g.add_argument("--banks", type=int, default=4, help="banks per group (default 4)")
+    g.add_argument("--columns", type=int, default=32, help="beats per row (default 32)")
+    g.add_argument("--rows", type=int, default=8, help="rows per bank (default 8)")
+
+
+def _nmc(args):
+    from nmc.config import NMCParams
+    from nmc.rtl import NMCUnit
+    return NMCUnit(_params(args), NMCParams(bank_groups=args.bank_groups, banks=args.banks,
+                                            columns=args.columns, rows=args.rows))
+
+
 #: name -> (Verilog module name, argument adder, constructor from parsed arguments)
 BLOCKS = {
     "tracker": ("t3_tracker", _tracker_args, _tracker),
     "mc_arbiter": ("t3_mc_arbiter", _arbiter_args, _arbiter),
+    "nmc": ("t3_nmc", _nmc_args, _nmc),
 }
 
 
