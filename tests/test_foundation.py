@@ -236,3 +236,11 @@ def test_docs_arbiter_register_map_is_the_one_the_hardware_has():
     text = (Path(__file__).parent.parent / "docs" / "mc_arbiter.md").read_text()
     documented = text.split("<!-- registers:begin -->\n")[1].split("\n<!-- registers:end -->")[0]
     assert documented == arbiter_registers(ArbiterParams()).markdown()
+
+
+def test_docs_nmc_register_map_is_the_one_the_hardware_has():
+    from pathlib import Path
+    from nmc.config import NMCParams, nmc_registers
+    text = (Path(__file__).parent.parent / "docs" / "nmc.md").read_text()
+    documented = text.split("<!-- registers:begin -->\n")[1].split("\n<!-- registers:end -->")[0]
+    assert documented == nmc_registers(T3Params(), NMCParams()).markdown()
