@@ -11,10 +11,7 @@
 Every run is checked against the cycle-level golden model.
 """
 
-import json
 import sys
-import tempfile
-from pathlib import Path
 
 from hw.params import T3Params
 from mc_arbiter.config import ArbiterParams, Policy
@@ -22,16 +19,12 @@ from mc_arbiter.config import ArbiterParams, Policy
 
 def saturate(sim, n=20_000):
     from mc_arbiter.rtl import MCArbiter
-    from sim.runner import run_cocotb
+    from sim.runner import run_for_result
     import sim.arbiter_cocotb as tb
     params, aparams = T3Params(), ArbiterParams()
-    build = Path(tempfile.mkdtemp(prefix=f"t3_mc_arbiter_{sim}_"))
-    out = build / "result.json"
-    config = {"params": params.to_dict(), "aparams": aparams.to_dict(), "n": n, "seed": 1,
-              "out": str(out)}
-    run_cocotb(MCArbiter(params, aparams), "t3_mc_arbiter", tb.__name__, build, config=config,
-               testcase="saturate", sim=sim)
-    return json.loads(out.read_text())
+    config = {"params": params.to_dict(), "aparams": aparams.to_dict(), "n": n, "seed": 1}
+    return run_for_result(MCArbiter(params, aparams), "t3_mc_arbiter", tb.__name__, "saturate",
+                          config, sim)
 
 
 def main(sims=None, synth=True):

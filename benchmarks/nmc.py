@@ -8,10 +8,7 @@
   simulation's backing memory, not something to put on an FPGA).
 """
 
-import json
 import sys
-import tempfile
-from pathlib import Path
 
 from hw.params import T3Params
 from nmc.config import NMCParams
@@ -19,16 +16,12 @@ from nmc.config import NMCParams
 
 def spread_updates(sim, n):
     from nmc.rtl import NMCUnit
-    from sim.runner import run_cocotb
+    from sim.runner import run_for_result
     import sim.nmc_cocotb as tb
     params, nparams = T3Params(), NMCParams()
-    build = Path(tempfile.mkdtemp(prefix=f"t3_nmc_{sim}_"))
-    out = build / "result.json"
-    config = {"params": params.to_dict(), "nparams": nparams.to_dict(), "n": n, "seed": 1,
-              "out": str(out)}
-    run_cocotb(NMCUnit(params, nparams), "t3_nmc", tb.__name__, build, config=config,
-               testcase="spread_updates", sim=sim)
-    return json.loads(out.read_text())
+    config = {"params": params.to_dict(), "nparams": nparams.to_dict(), "n": n, "seed": 1}
+    return run_for_result(NMCUnit(params, nparams), "t3_nmc", tb.__name__, "spread_updates",
+                          config, sim)
 
 
 def alu_rate(beats=200):

@@ -12,7 +12,6 @@ Blocks of later issues (``dma``, the node and the ring) add their entries to
 
 import argparse
 import dataclasses
-import json
 import sys
 import tempfile
 import time
@@ -117,17 +116,15 @@ def run_ring_step(sim, params, tparams, n_wg, wfs_per_wg, tile_elems, seed=1, wa
     check_schedule(params, tparams, [range(n_wg)], wfs_per_wg, open_stages=1)
     if sim == "amaranth":
         return _ring_step_amaranth(params, tparams, region, n_wg, wfs_per_wg, seed, wave)
-    from sim.runner import run_cocotb
+    from sim.runner import run_for_result
     import sim.tracker_cocotb as tb_module
     from tracker.rtl import Tracker
     build_dir = Path(build_dir or tempfile.mkdtemp(prefix=f"t3_tracker_{sim}_"))
-    out = build_dir / "result.json"
     config = {"params": params.to_dict(), "tparams": tparams.to_dict(),
               "region": dataclasses.asdict(region), "n_wg": n_wg, "wfs_per_wg": wfs_per_wg,
-              "seed": seed, "out": str(out)}
-    run_cocotb(Tracker(params, tparams), "t3_tracker", tb_module.__name__, build_dir,
-               config=config, testcase="ring_step", sim=sim, waves=bool(wave))
-    result = json.loads(out.read_text())
+              "seed": seed}
+    result = run_for_result(Tracker(params, tparams), "t3_tracker", tb_module.__name__,
+                            "ring_step", config, sim, build_dir, waves=bool(wave))
     if wave:
         dumps = sorted(build_dir.glob("*.fst")) + sorted(build_dir.glob("*.vcd"))
         if not dumps:

@@ -25,7 +25,8 @@ from pathlib import Path
 from hw.export import write_verilog
 
 
-__all__ = ["SIMULATORS", "default_sim", "setup_verilator", "run_cocotb", "tb_config"]
+__all__ = ["SIMULATORS", "default_sim", "setup_verilator", "run_cocotb", "run_for_result",
+           "tb_config"]
 
 
 SIMULATORS = ("verilator", "icarus")
@@ -109,3 +110,16 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
         raise AssertionError(f"{failed} of {total} cocotb tests failed on {sim}; "
                              f"log: {build_dir / 'sim.log'}\n{tail}")
     return results
+
+
+def run_for_result(component, toplevel, test_module, testcase, config, sim=None,
+                   build_dir=None, waves=False):
+    """Run one cocotb test that writes a JSON result to ``config["out"]`` (filled in here) and
+    return that result; builds in ``build_dir`` or a fresh temporary folder."""
+    import tempfile
+    sim = sim or default_sim()
+    build_dir = Path(build_dir or tempfile.mkdtemp(prefix=f"{toplevel}_{sim}_"))
+    out = build_dir / "result.json"
+    run_cocotb(component, toplevel, test_module, build_dir, config={**config, "out": str(out)},
+               testcase=testcase, sim=sim, waves=waves)
+    return json.loads(out.read_text())
