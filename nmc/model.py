@@ -119,7 +119,6 @@ class NMCModel:
         return count
 
     def step(self, cmd):
-        from hw.interfaces import Stream
         from .config import decode
         p, n, t, now = self.params, self.n, self.t, self.now
         action = None

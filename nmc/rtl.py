@@ -1,7 +1,7 @@
 """The near-bank op-and-store unit: one HBM2 pseudo-channel whose banks carry ALUs
 (paper 4.3, 5.1.1; dissertation 2.5.2, 6.2.2; ``T3_SPEC.md`` section 6)."""
 
-from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth import Array, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory

@@ -9,8 +9,6 @@ asked to.  :func:`ring_step_traffic` is the deterministic stream one GPU sees in
 ring reduce-scatter (``T3_SPEC.md`` section 3).
 """
 
-import random
-
 from hw.interfaces import ELEM_BYTES, ElemType, Op, Source, Stream
 from tracker.config import Region
 

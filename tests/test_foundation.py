@@ -81,7 +81,7 @@ def test_register_file_layout_and_refusals():
 
 
 def test_register_file_rtl_read_write_and_unmapped():
-    from amaranth import Module, Signal
+    from amaranth import Module
     from amaranth.lib import wiring
     from amaranth.lib.wiring import In
 

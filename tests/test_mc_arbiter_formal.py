@@ -94,7 +94,6 @@ class ArbiterSpec(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         m.submodules.dut = dut = MCArbiter(PARAMS, APARAMS)
-        regs = dut.regs
 
         # --- free inputs ------------------------------------------------------------------
         setup = Signal(init=1)

@@ -4,7 +4,6 @@ cycle under output backpressure."""
 
 import random
 
-import numpy as np
 import pytest
 
 from hw.interfaces import ELEM_BYTES, ElemType, Op, Packer

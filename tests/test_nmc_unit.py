@@ -8,7 +8,7 @@ import pytest
 
 from hw.interfaces import ElemType, Op, Stream
 from hw.params import T3Params
-from nmc.config import HBMTiming, NMCParams, decode
+from nmc.config import HBMTiming, NMCParams
 from nmc.model import NMCModel
 from sim.nmc_amaranth import simulate_nmc
 

@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from hw.interfaces import ElemType, Op, mem_request_layout, pack
+from hw.interfaces import ElemType, mem_request_layout, pack
 from hw.params import T3Params
 from hw.testing import reg_read, reg_write, run_testbench, stream_put
 from sim.tracker_amaranth import simulate_tracker

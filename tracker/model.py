@@ -11,7 +11,7 @@ import dataclasses
 
 from hw.interfaces import ELEM_BYTES, ElemType, Op
 from hw.params import T3Params
-from .config import Region, Status, TrackerParams
+from .config import Status, TrackerParams
 
 
 __all__ = ["TrackerModel", "Outcome", "TRIGGER_LATENCY", "check_run"]

@@ -13,7 +13,7 @@ from amaranth.lib.wiring import In, Out
 from hw.csr import count, csr_signature
 from hw.interfaces import ElemType, Op, mask_is_whole, mem_request_layout
 from hw.params import T3Params
-from .config import TrackerParams, Status, UPDATES_BITS, tracker_registers
+from .config import TrackerParams, UPDATES_BITS, tracker_registers
 
 
 __all__ = ["Tracker", "trigger_layout", "COUNTER_BITS"]
