@@ -11,7 +11,8 @@ Layouts depend on :class:`hw.params.T3Params` and are built by functions; :func:
 ``i__payload``) and a ``dict`` of field values, for the cocotb agents and the golden models.
 """
 
-from amaranth.lib import data, enum, stream
+from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib.wiring import In, Out
 
 from .params import T3Params
 
@@ -19,7 +20,7 @@ from .params import T3Params
 __all__ = [
     "Op", "Stream", "Source", "ElemType", "ELEM_BYTES",
     "mem_request_layout", "mem_response_layout", "request_signature", "response_signature",
-    "Packer", "pack", "unpack", "mask_is_whole",
+    "Packer", "pack", "unpack", "mask_is_whole", "link_signature",
 ]
 
 
@@ -117,6 +118,25 @@ def request_signature(params: T3Params):
 def response_signature(params: T3Params):
     """A valid/ready channel of memory responses."""
     return stream.Signature(mem_response_layout(params))
+
+
+def link_signature(params: T3Params):
+    """An AXI4-Stream link channel, seen from the sender (``Out`` = driven by the sender).
+
+    ``tdata`` is one beat (``params.beat_bits``), ``tkeep`` its byte enables, ``tlast`` ends a
+    packet, ``tuser`` (1 bit) marks a packet's header beat; ``tvalid``/``tready`` as AXI4-Stream
+    (``tdata``, ``tkeep``, ``tlast`` and ``tuser`` hold while ``tvalid`` waits for ``tready``).
+    Exported, a port ``tx`` of this signature is ``tx__tdata``, ``tx__tvalid``...: cocotbext-axi
+    binds it with ``AxiStreamBus.from_prefix(dut, "tx_")``.
+    """
+    return wiring.Signature({
+        "tdata":  Out(params.beat_bits),
+        "tkeep":  Out(params.beat_bytes),
+        "tlast":  Out(1),
+        "tuser":  Out(1),
+        "tvalid": Out(1),
+        "tready": In(1),
+    })
 
 
 class Packer:

@@ -1,0 +1,433 @@
+"""DMA engine geometry, command table, link packet format, register map and driver checks.
+
+Plain Python shared by the RTL (:mod:`dma.rtl`), the golden model (:mod:`dma.model`), the
+testbenches and the driver, so that a command's meaning, the header's bit layout and the
+register map exist once.
+
+Command (one per Tracker region: a trigger's ``region`` index selects the command)
+----------------------------------------------------------------------------------
+The source region is a column-major ``rows x cols`` array of ``etype`` elements with leading
+dimension ``ld`` (elements between the starts of two columns) at ``src_base``; it spans
+``ld * cols * elem_bytes`` bytes.  A wavefront tile is ``tile_rows x tile_cols`` elements,
+i.e. ``tile_cols`` contiguous column segments of ``tile_rows`` elements, ``ld`` elements
+apart.  A trigger gives the tile's start address (its smallest address); the engine reads the
+tile and sends it to GPU ``dst_gpu`` at ``dst_base + (start - src_base)``: the destination
+array has the source's layout.  ``op`` is ``STORE`` (copy) or ``UPDATE`` (op-and-store, the
+reduce-scatter's add).  ``granularity`` tiles make one DMA block: with more than one, the
+command's completion counter holds the triggered tiles until the block's last one arrives, then
+the block's tiles leave back to back.
+"""
+
+import dataclasses
+
+from amaranth.lib import data
+
+from hw.csr import Reg, RegisterFile
+from hw.interfaces import ELEM_BYTES, ElemType, Op, Packer, Source
+from hw.params import T3Params
+
+
+__all__ = [
+    "DMAParams", "Command", "RemoteWindow", "Status", "header_layout", "header_packer",
+    "check_commands", "check_remote", "dma_registers", "register_values", "STAT_REGISTERS",
+    "MODE_FIELDS",
+]
+
+
+#: Statistics and status registers that the test layers read back after a run.
+STAT_REGISTERS = ("status", "errors", "triggers", "blocks", "tiles_sent", "remote_sent",
+                  "beats_sent", "beats_received", "packets_received", "reads", "link_busy",
+                  "trigger_stall")
+
+#: Fields of a command's ``mode`` register: name -> (lsb, width).
+MODE_FIELDS = {
+    "valid":       (0, 1),
+    "op":          (1, 2),
+    "etype":       (3, 2),
+    "tracked":     (5, 1),
+    "dst_gpu":     (8, 8),
+    "granularity": (16, 8),
+}
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclasses.dataclass(frozen=True)
+class DMAParams:
+    """Geometry of the DMA engine.
+
+    Parameters
+    ----------
+    commands : int
+        Entries of the command table, 1 to 16; must equal the Tracker's ``regions`` (the
+        trigger's ``region`` field selects the command).
+    trigger_depth : int
+        Depth of the trigger queue, 2 to 256.  When full, the Tracker's trigger output waits.
+    buffer_beats : int
+        Payload buffer, 4 to 1024 beats; it bounds the tile reads in flight.  To keep the link
+        busy it must cover the memory's read round trip (in cycles) plus a few beats.
+    max_granularity : int
+        Largest DMA block in wavefront tiles, 1 to 64 (size of each command's pending store).
+    gpu_bits : int
+        Width of a GPU number on the link, 1 to 8.
+    dim_bits : int
+        Width of the dimension registers (``rows``, ``cols``, ``ld``, ``tile_rows``,
+        ``tile_cols``), 4 to 24.
+    """
+
+    commands: int = 4
+    trigger_depth: int = 8
+    buffer_beats: int = 32
+    max_granularity: int = 8
+    gpu_bits: int = 4
+    dim_bits: int = 16
+
+    def __post_init__(self):
+        for name, lo, hi in (("commands", 1, 16), ("trigger_depth", 2, 256),
+                             ("buffer_beats", 4, 1024), ("max_granularity", 1, 64),
+                             ("gpu_bits", 1, 8), ("dim_bits", 4, 24)):
+            value = getattr(self, name)
+            if not _is_int(value) or not lo <= value <= hi:
+                raise ValueError(f"{name} must be an integer from {lo} to {hi}, not {value!r}")
+
+    @property
+    def command_bits(self):
+        return max(1, (self.commands - 1).bit_length())
+
+    @property
+    def max_gpus(self):
+        return 1 << self.gpu_bits
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+
+class Status:
+    """Bits of the ``status`` register (sticky, write 1 to clear)."""
+    NO_COMMAND    = 1 << 0  # a trigger named a command that is not valid; dropped
+    OUT_OF_REGION = 1 << 1  # a trigger's tile is unaligned or runs outside its region; dropped
+    REMOTE_RANGE  = 1 << 2  # a remote store outside the remote window (or a read); dropped
+    MEM_ERROR     = 1 << 3  # a tile read came back with the error flag (data sent as read)
+    RESP_ORDER    = 1 << 4  # a read response's tag was not the next one expected
+    RX_FRAMING    = 1 << 5  # a received packet was malformed (see docs/dma.md)
+    RX_WRONG_GPU  = 1 << 6  # a received packet was addressed to another GPU; dropped
+    ERRORS = (NO_COMMAND | OUT_OF_REGION | REMOTE_RANGE | MEM_ERROR | RESP_ORDER | RX_FRAMING
+              | RX_WRONG_GPU)
+    NAMES = {NO_COMMAND: "no_command", OUT_OF_REGION: "out_of_region",
+             REMOTE_RANGE: "remote_range", MEM_ERROR: "mem_error", RESP_ORDER: "resp_order",
+             RX_FRAMING: "rx_framing", RX_WRONG_GPU: "rx_wrong_gpu"}
+
+    @classmethod
+    def describe(cls, value):
+        return [name for bit, name in cls.NAMES.items() if value & bit]
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """One pre-programmed DMA command (see the module documentation)."""
+    src_base: int
+    rows: int
+    cols: int
+    ld: int
+    tile_rows: int
+    tile_cols: int
+    dst_gpu: int
+    dst_base: int
+    op: Op = Op.UPDATE
+    etype: ElemType = ElemType.FP16
+    granularity: int = 1
+    tracked: bool = True
+
+    @property
+    def elem_bytes(self):
+        return ELEM_BYTES[ElemType(self.etype)]
+
+    @property
+    def stride(self):
+        """Bytes between the starts of two columns."""
+        return self.ld * self.elem_bytes
+
+    @property
+    def size(self):
+        """Bytes spanned by the region (``ld * cols`` elements)."""
+        return self.stride * self.cols
+
+    @property
+    def seg_bytes(self):
+        return self.tile_rows * self.elem_bytes
+
+    @property
+    def tile_elems(self):
+        return self.tile_rows * self.tile_cols
+
+    @property
+    def tiles(self):
+        return (self.rows // self.tile_rows) * (self.cols // self.tile_cols)
+
+    def seg_beats(self, params):
+        return self.seg_bytes // params.beat_bytes
+
+    def tile_beats(self, params):
+        return self.seg_beats(params) * self.tile_cols
+
+    def tile_starts(self):
+        """Start byte address of every tile, column of tiles by column of tiles."""
+        return [self.src_base + (tc * self.tile_cols * self.ld + tr * self.tile_rows)
+                * self.elem_bytes
+                for tc in range(self.cols // self.tile_cols)
+                for tr in range(self.rows // self.tile_rows)]
+
+    def mode(self):
+        """Value of the command's ``mode`` register."""
+        fields = {"valid": 1, "op": Op(self.op).value, "etype": ElemType(self.etype).value,
+                  "tracked": int(bool(self.tracked)), "dst_gpu": self.dst_gpu,
+                  "granularity": self.granularity}
+        return sum(value << MODE_FIELDS[name][0] for name, value in fields.items())
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteWindow:
+    """``remote_map``: CU stores to ``[src_base, src_base + size)`` go to GPU ``dst_gpu`` at
+    ``dst_base + (addr - src_base)`` as one-beat packets."""
+    src_base: int
+    size: int
+    dst_gpu: int
+    dst_base: int
+
+
+def header_layout(params: T3Params, dparams: DMAParams):
+    """The header beat of a link packet (``tdata`` of the beat with ``tuser = 1``).
+
+    Payload beat ``i`` goes to ``addr + (i // seg_beats) * stride + (i % seg_beats) *
+    beat_bytes`` with byte enables ``tkeep``.
+    """
+    return data.StructLayout({
+        "dst_gpu":   dparams.gpu_bits,
+        "src_gpu":   dparams.gpu_bits,
+        "addr":      params.addr_bits,
+        "op":        Op,
+        "etype":     ElemType,
+        "source":    Source,
+        "tracked":   1,
+        "wg_id":     params.wg_id_bits,
+        "wf_id":     params.wf_id_bits,
+        "beats":     16,
+        "seg_beats": 16,
+        "stride":    params.addr_bits,
+    })
+
+
+def header_packer(params: T3Params, dparams: DMAParams):
+    """A :class:`hw.interfaces.Packer` of :func:`header_layout`."""
+    return Packer(header_layout(params, dparams))
+
+
+def _where(index):
+    return f"command {index}"
+
+
+def check_commands(params: T3Params, dparams: DMAParams, commands, dst_capacity=None,
+                   gpus=None):
+    """Refuse a command table the hardware would misinterpret; returns it as a list.
+
+    ``dst_capacity`` is the destination GPUs' memory size in bytes (an ``int`` for all, or a
+    mapping GPU -> bytes); ``gpus`` the number of GPUs in the system.  Checks, each naming the
+    command, the field and the value: field types and register widths; ``op`` is STORE or
+    UPDATE; ``src_base``, ``dst_base``, the column stride and the column segment are beat
+    aligned (so every tile is whole beats); ``rows``/``cols`` are whole tiles and ``ld >=
+    rows``; ``granularity`` from 1 to ``max_granularity`` and divides the tile count; a tile
+    fits the header's beat count; source regions do not overlap each other; each destination
+    lies inside its GPU's memory and destinations on one GPU do not overlap.
+    """
+    commands = list(commands)
+    if len(commands) > dparams.commands:
+        raise ValueError(f"{len(commands)} commands given but the DMA engine has "
+                         f"{dparams.commands} command registers")
+    beat = params.beat_bytes
+    dim_max = (1 << dparams.dim_bits) - 1
+    for index, c in enumerate(commands):
+        where = _where(index)
+        for field in ("src_base", "rows", "cols", "ld", "tile_rows", "tile_cols", "dst_gpu",
+                      "dst_base", "granularity"):
+            value = getattr(c, field)
+            if not _is_int(value) or value < 0:
+                raise ValueError(f"{where}: {field} must be a non-negative integer, "
+                                 f"not {value!r}")
+        for field in ("rows", "cols", "ld", "tile_rows", "tile_cols"):
+            value = getattr(c, field)
+            if not 1 <= value <= dim_max:
+                raise ValueError(f"{where}: {field} must be from 1 to {dim_max} "
+                                 f"(dim_bits {dparams.dim_bits}), not {value}")
+        try:
+            op = Op(c.op)
+        except ValueError:
+            raise ValueError(f"{where}: op must be Op.STORE or Op.UPDATE, not {c.op!r}") from None
+        if op not in (Op.STORE, Op.UPDATE):
+            raise ValueError(f"{where}: op must be Op.STORE or Op.UPDATE, not {op.name}")
+        try:
+            ElemType(c.etype)
+        except ValueError:
+            raise ValueError(f"{where}: etype must be an ElemType, not {c.etype!r}") from None
+        if c.dst_gpu >= dparams.max_gpus or (gpus is not None and c.dst_gpu >= gpus):
+            limit = dparams.max_gpus if gpus is None else min(gpus, dparams.max_gpus)
+            raise ValueError(f"{where}: dst_gpu must be below {limit}, not {c.dst_gpu}")
+        if not 1 <= c.granularity <= dparams.max_granularity:
+            raise ValueError(f"{where}: granularity must be from 1 to "
+                             f"{dparams.max_granularity}, not {c.granularity}")
+        if c.ld < c.rows:
+            raise ValueError(f"{where}: ld {c.ld} is smaller than rows {c.rows}")
+        if c.rows % c.tile_rows:
+            raise ValueError(f"{where}: rows {c.rows} is not a multiple of tile_rows "
+                             f"{c.tile_rows}")
+        if c.cols % c.tile_cols:
+            raise ValueError(f"{where}: cols {c.cols} is not a multiple of tile_cols "
+                             f"{c.tile_cols}")
+        for field, value in (("src_base", c.src_base), ("dst_base", c.dst_base)):
+            if value % beat:
+                raise ValueError(f"{where}: {field} 0x{value:x} is not aligned to the "
+                                 f"{beat}-byte beat")
+        if c.seg_bytes % beat:
+            raise ValueError(f"{where}: tile_rows {c.tile_rows} x {c.elem_bytes} bytes = "
+                             f"{c.seg_bytes} is not a whole number of {beat}-byte beats "
+                             f"(unaligned tile)")
+        if c.stride % beat:
+            raise ValueError(f"{where}: ld {c.ld} x {c.elem_bytes} bytes = {c.stride} is not "
+                             f"a whole number of {beat}-byte beats (unaligned tile)")
+        if c.tile_beats(params) >= 1 << 16:
+            raise ValueError(f"{where}: a tile of {c.tile_beats(params)} beats does not fit "
+                             f"the header's 16-bit beat count")
+        if c.tiles % c.granularity:
+            raise ValueError(f"{where}: granularity {c.granularity} does not divide the "
+                             f"region's {c.tiles} tiles")
+        for field, base in (("src_base", c.src_base), ("dst_base", c.dst_base)):
+            if base + c.size > 1 << params.addr_bits:
+                raise ValueError(f"{where}: {field} 0x{base:x} + size 0x{c.size:x} passes the "
+                                 f"{params.addr_bits}-bit address space")
+        if dst_capacity is not None:
+            cap = dst_capacity if _is_int(dst_capacity) else dst_capacity.get(c.dst_gpu)
+            if cap is None:
+                raise ValueError(f"{where}: dst_gpu {c.dst_gpu} has no memory")
+            if c.dst_base + c.size > cap:
+                raise ValueError(f"{where}: destination [0x{c.dst_base:x}, "
+                                 f"0x{c.dst_base + c.size:x}) is outside GPU {c.dst_gpu}'s "
+                                 f"0x{cap:x} bytes of memory")
+    for i, a in enumerate(commands):
+        for j in range(i + 1, len(commands)):
+            b = commands[j]
+            if a.src_base < b.src_base + b.size and b.src_base < a.src_base + a.size:
+                raise ValueError(f"command {i} source [0x{a.src_base:x}, "
+                                 f"0x{a.src_base + a.size:x}) overlaps command {j} source "
+                                 f"[0x{b.src_base:x}, 0x{b.src_base + b.size:x})")
+            if a.dst_gpu == b.dst_gpu and a.dst_base < b.dst_base + b.size \
+                    and b.dst_base < a.dst_base + a.size:
+                raise ValueError(f"command {i} destination [0x{a.dst_base:x}, "
+                                 f"0x{a.dst_base + a.size:x}) overlaps command {j} destination "
+                                 f"on GPU {a.dst_gpu}")
+    return commands
+
+
+def check_remote(params: T3Params, dparams: DMAParams, window, dst_capacity=None):
+    """Refuse a remote window that is unaligned, empty, outside the address space or outside
+    the destination's memory (naming the field)."""
+    if window is None:
+        return None
+    for field in ("src_base", "size", "dst_gpu", "dst_base"):
+        value = getattr(window, field)
+        if not _is_int(value) or value < 0:
+            raise ValueError(f"remote window: {field} must be a non-negative integer, "
+                             f"not {value!r}")
+        if field != "dst_gpu" and value % params.beat_bytes:
+            raise ValueError(f"remote window: {field} 0x{value:x} is not aligned to the "
+                             f"{params.beat_bytes}-byte beat")
+    if window.size == 0:
+        raise ValueError("remote window: size must be positive, not 0")
+    if window.dst_gpu >= dparams.max_gpus:
+        raise ValueError(f"remote window: dst_gpu must be below {dparams.max_gpus}, "
+                         f"not {window.dst_gpu}")
+    for field in ("src_base", "dst_base"):
+        if getattr(window, field) + window.size > 1 << params.addr_bits:
+            raise ValueError(f"remote window: {field} + size passes the {params.addr_bits}-bit "
+                             f"address space")
+    if dst_capacity is not None:
+        cap = dst_capacity if _is_int(dst_capacity) else dst_capacity.get(window.dst_gpu)
+        if cap is None or window.dst_base + window.size > cap:
+            raise ValueError(f"remote window: destination [0x{window.dst_base:x}, "
+                             f"0x{window.dst_base + window.size:x}) is outside GPU "
+                             f"{window.dst_gpu}'s memory")
+    return window
+
+
+def dma_registers(params: T3Params, dparams: DMAParams):
+    """The DMA engine's register map (a fresh :class:`hw.csr.RegisterFile`)."""
+    a, d = params.addr_bits, dparams.dim_bits
+    mode_doc = ("[0] valid, [2:1] op (1 store, 2 update), [4:3] etype, [5] tracked at the "
+                "destination, [15:8] dst_gpu, [23:16] granularity (tiles per block)")
+    regs = [
+        Reg("info", 32, "ro", "[7:0] commands, [15:8] log2(trigger_depth) , [31:16] "
+                              "buffer_beats"),
+        Reg("ctrl", 1, "rw", "[0] enable: dispatch triggers (0: they wait in the queue)"),
+        Reg("cmd", 2, "wo", "write 1: [0] clear the counters, [1] forget the tiles held for "
+                            "incomplete blocks"),
+        Reg("status", 7, "w1c", "sticky: [0] no_command, [1] out_of_region, [2] remote_range, "
+                                "[3] mem_error, [4] resp_order, [5] rx_framing, "
+                                "[6] rx_wrong_gpu"),
+        Reg("gpu_id", dparams.gpu_bits, "rw", "this GPU's number on the link (received "
+                                              "packets must name it)"),
+        Reg("remote_base", a, "rw", "remote_map window: first source byte address"),
+        Reg("remote_size", a, "rw", "remote_map window: bytes (0: no window)"),
+        Reg("remote_dst_gpu", dparams.gpu_bits, "rw", "remote_map window: destination GPU"),
+        Reg("remote_dst_base", a, "rw", "remote_map window: destination byte address"),
+        Reg("errors", 32, "ro", "error events (each also sets a status bit)"),
+        Reg("triggers", 32, "ro", "triggers taken from the queue"),
+        Reg("blocks", 32, "ro", "DMA blocks released (granularity tiles each)"),
+        Reg("tiles_sent", 32, "ro", "tile packets sent"),
+        Reg("remote_sent", 32, "ro", "remote-store packets sent"),
+        Reg("beats_sent", 32, "ro", "payload beats sent on tx"),
+        Reg("beats_received", 32, "ro", "payload beats received on rx and written to memory"),
+        Reg("packets_received", 32, "ro", "packet headers accepted on rx"),
+        Reg("reads", 32, "ro", "tile reads issued"),
+        Reg("link_busy", 32, "ro", "cycles with a beat (header or payload) accepted on tx"),
+        Reg("trigger_stall", 32, "ro", "cycles a trigger waited at a full trigger queue"),
+    ]
+    for c in range(dparams.commands):
+        regs += [
+            Reg(f"cmd{c}_mode", 24, "rw", f"command {c}: {mode_doc}"),
+            Reg(f"cmd{c}_src_base", a, "rw", f"command {c}: source region start (bytes)"),
+            Reg(f"cmd{c}_dst_base", a, "rw", f"command {c}: destination start (bytes)"),
+            Reg(f"cmd{c}_rows", d, "rw", f"command {c}: rows M (elements)"),
+            Reg(f"cmd{c}_cols", d, "rw", f"command {c}: columns N"),
+            Reg(f"cmd{c}_ld", d, "rw", f"command {c}: leading dimension (elements)"),
+            Reg(f"cmd{c}_tile_rows", d, "rw", f"command {c}: tile rows"),
+            Reg(f"cmd{c}_tile_cols", d, "rw", f"command {c}: tile columns"),
+        ]
+    return RegisterFile(regs)
+
+
+def register_values(params, dparams, commands, gpu_id=0, remote=None, enable=True):
+    """``[(register name, value), ...]`` that program a checked command table (unused
+    commands are switched off), the GPU number, the remote window, then ``ctrl.enable``."""
+    values = [("gpu_id", gpu_id)]
+    for index in range(dparams.commands):
+        c = commands[index] if index < len(commands) else None
+        if c is None:
+            values.append((f"cmd{index}_mode", 0))
+            continue
+        values += [
+            (f"cmd{index}_src_base", c.src_base),
+            (f"cmd{index}_dst_base", c.dst_base),
+            (f"cmd{index}_rows", c.rows),
+            (f"cmd{index}_cols", c.cols),
+            (f"cmd{index}_ld", c.ld),
+            (f"cmd{index}_tile_rows", c.tile_rows),
+            (f"cmd{index}_tile_cols", c.tile_cols),
+            (f"cmd{index}_mode", c.mode()),
+        ]
+    if remote is None:
+        values.append(("remote_size", 0))
+    else:
+        values += [("remote_base", remote.src_base), ("remote_size", remote.size),
+                   ("remote_dst_gpu", remote.dst_gpu), ("remote_dst_base", remote.dst_base)]
+    values.append(("ctrl", int(enable)))
+    return values

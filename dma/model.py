@@ -1,0 +1,256 @@
+"""Golden model of the DMA engine: what goes out on the link for a sequence of triggers and
+remote stores, what a received packet writes, and the counters and status the hardware must
+show.  Transaction level (the cycle timing is the RTL's business and is bounded in the tests);
+the cocotb and Amaranth testbenches both check against it with :func:`check_dma_run`.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from hw.interfaces import ELEM_BYTES, ElemType, Op, Source, Stream
+from nmc.model import alu_reference, lane_dtype
+from .config import Command, DMAParams, RemoteWindow, Status
+
+
+__all__ = ["Packet", "DMAModel", "tile_beat_addresses", "packet_addresses", "apply_requests",
+           "expected_image", "check_dma_run", "frames_to_packets", "packet_to_frame"]
+
+
+@dataclasses.dataclass
+class Packet:
+    """One link packet: ``header`` (a dict of :func:`dma.config.header_layout` fields) and
+    ``beats`` (``[(data, keep), ...]``)."""
+    header: dict
+    beats: list
+
+    def key(self):
+        h = {k: int(v) for k, v in self.header.items()}
+        return (tuple(sorted(h.items())), tuple(self.beats))
+
+
+def tile_beat_addresses(params, cmd: Command, start):
+    """Source beat addresses of the tile starting at ``start``, in the order they are sent."""
+    seg = cmd.seg_beats(params)
+    return [start + col * cmd.stride + k * params.beat_bytes
+            for col in range(cmd.tile_cols) for k in range(seg)]
+
+
+def packet_addresses(params, header):
+    """Destination beat address of every payload beat of a packet with ``header``."""
+    seg = header["seg_beats"]
+    return [header["addr"] + (i // seg) * header["stride"] + (i % seg) * params.beat_bytes
+            for i in range(header["beats"])]
+
+
+def read_beat(memory, addr, params):
+    return int.from_bytes(memory[addr:addr + params.beat_bytes], "little")
+
+
+def write_beat(memory, addr, value, params):
+    memory[addr:addr + params.beat_bytes] = value.to_bytes(params.beat_bytes, "little")
+
+
+def apply_requests(memory, requests, params):
+    """Apply ``STORE``/``UPDATE`` requests (dicts) to the bytearray ``memory`` in order, with
+    the near-bank ALU's arithmetic (:func:`nmc.model.alu_reference`)."""
+    for r in requests:
+        if Op(r["op"]) == Op.READ:
+            continue
+        old = read_beat(memory, r["addr"], params)
+        new, err = alu_reference(params, old, r["data"], r["mask"], r["op"], r["etype"])
+        assert not err, f"refused update at 0x{r['addr']:x}"
+        write_beat(memory, r["addr"], new, params)
+
+
+class DMAModel:
+    """The engine's behaviour, transaction by transaction.
+
+    ``trigger(t, memory)`` takes one trigger (dict with ``wg_id``, ``wf_id``, ``addr``,
+    ``region``) and returns the packets it releases (reading tile data from ``memory``);
+    ``remote_store(req)`` the packet of one CU store to the remote window (or ``None``);
+    ``receive(packet)`` the memory requests a received packet becomes.
+    """
+
+    def __init__(self, params, dparams: DMAParams, commands, gpu_id=0,
+                 remote: RemoteWindow = None):
+        self.params, self.dparams = params, dparams
+        self.commands = list(commands)
+        self.gpu_id = gpu_id
+        self.remote = remote
+        self.held = {c: [] for c in range(dparams.commands)}
+        self.status = 0
+        self.sent = []
+        self.counters = dict.fromkeys(
+            ("errors", "triggers", "blocks", "tiles_sent", "remote_sent", "beats_sent",
+             "beats_received", "packets_received", "reads"), 0)
+
+    def _error(self, bit):
+        self.status |= bit
+        self.counters["errors"] += 1
+
+    def _command(self, region):
+        if region < len(self.commands):
+            return self.commands[region]
+        return None
+
+    def trigger(self, t, memory):
+        p = self.params
+        self.counters["triggers"] += 1
+        cmd = self._command(t["region"])
+        if cmd is None:
+            self._error(Status.NO_COMMAND)
+            return []
+        start = t["addr"]
+        span = (cmd.tile_cols - 1) * cmd.stride + cmd.seg_bytes
+        if start % p.beat_bytes or start < cmd.src_base or \
+                start - cmd.src_base + span > cmd.size:
+            self._error(Status.OUT_OF_REGION)
+            return []
+        if cmd.granularity > 1:
+            held = self.held[t["region"]]
+            held.append(t)
+            if len(held) < cmd.granularity:
+                return []
+            release, held[:] = list(held), []
+        else:
+            release = [t]
+        self.counters["blocks"] += 1
+        packets = [self._tile_packet(cmd, tile, memory) for tile in release]
+        self.sent += packets
+        return packets
+
+    def _tile_packet(self, cmd, t, memory):
+        p = self.params
+        addrs = tile_beat_addresses(p, cmd, t["addr"])
+        header = {
+            "dst_gpu": cmd.dst_gpu, "src_gpu": self.gpu_id,
+            "addr": cmd.dst_base + t["addr"] - cmd.src_base,
+            "op": Op(cmd.op).value, "etype": ElemType(cmd.etype).value,
+            "source": Source.DMA.value, "tracked": int(bool(cmd.tracked)),
+            "wg_id": t["wg_id"], "wf_id": t["wf_id"], "beats": len(addrs),
+            "seg_beats": cmd.seg_beats(p), "stride": cmd.stride,
+        }
+        full = (1 << p.beat_bytes) - 1
+        beats = [(read_beat(memory, a, p), full) for a in addrs]
+        self.counters["reads"] += len(addrs)
+        self.counters["tiles_sent"] += 1
+        self.counters["beats_sent"] += len(addrs)
+        return Packet(header, beats)
+
+    def remote_store(self, req):
+        w = self.remote
+        if w is None or Op(req["op"]) == Op.READ or \
+                not w.src_base <= req["addr"] < w.src_base + w.size:
+            self._error(Status.REMOTE_RANGE)
+            return None
+        header = {
+            "dst_gpu": w.dst_gpu, "src_gpu": self.gpu_id,
+            "addr": w.dst_base + req["addr"] - w.src_base, "op": int(req["op"]),
+            "etype": int(req["etype"]), "source": Source.REMOTE.value,
+            "tracked": int(req["tracked"]), "wg_id": req["wg_id"], "wf_id": req["wf_id"],
+            "beats": 1, "seg_beats": 1, "stride": 0,
+        }
+        self.counters["remote_sent"] += 1
+        self.counters["beats_sent"] += 1
+        packet = Packet(header, [(req["data"], req["mask"])])
+        self.sent.append(packet)
+        return packet
+
+    def receive(self, packet):
+        """Memory requests of a well-formed received packet (wrong GPU: none, status)."""
+        h = packet.header
+        if h["dst_gpu"] != self.gpu_id:
+            self._error(Status.RX_WRONG_GPU)
+            return []
+        self.counters["packets_received"] += 1
+        self.counters["beats_received"] += len(packet.beats)
+        return [{"addr": a, "data": d, "mask": k, "op": h["op"], "stream": Stream.COMM.value,
+                 "source": h["source"], "wg_id": h["wg_id"], "wf_id": h["wf_id"],
+                 "tracked": h["tracked"], "etype": h["etype"], "tag": 0}
+                for a, (d, k) in zip(packet_addresses(self.params, h), packet.beats)]
+
+
+def packet_to_frame(params, packet, header_packer):
+    """``[(tdata, tkeep, tuser, tlast), ...]`` beats of ``packet`` on the link."""
+    beats = [(header_packer.pack(packet.header), (1 << params.beat_bytes) - 1, 1, 0)]
+    beats += [(d, k, 0, 0) for d, k in packet.beats]
+    beats[-1] = beats[-1][:3] + (1,)
+    return beats
+
+
+def frames_to_packets(frames, header_packer):
+    """Packets from link frames ``[[(tdata, tkeep, tuser, tlast), ...], ...]`` (one list per
+    ``tlast``-terminated frame); a frame that does not start with a header beat, or whose
+    length disagrees with its header, raises ``AssertionError``."""
+    packets = []
+    for frame in frames:
+        tdata, _, tuser, _ = frame[0]
+        assert tuser == 1, f"frame {len(packets)} does not start with a header beat"
+        header = header_packer.unpack(tdata & ((1 << header_packer_width(header_packer)) - 1))
+        beats = [(d, k) for d, k, u, _ in frame[1:]]
+        assert all(u == 0 for _, _, u, _ in frame[1:]), f"frame {len(packets)}: tuser on payload"
+        assert len(beats) == header["beats"], \
+            f"frame {len(packets)}: {len(beats)} payload beats, header says {header['beats']}"
+        assert frame[-1][3] == 1 and all(b[3] == 0 for b in frame[:-1]), \
+            f"frame {len(packets)}: tlast misplaced"
+        packets.append(Packet(header, beats))
+    return packets
+
+
+def header_packer_width(packer):
+    return sum(width for _, _, width in packer.fields)
+
+
+def expected_image(params, memory0, commands, tiles_sent, gpu_is_dst=True):
+    """The destination image numpy expects: for every command, each tile whose start is in
+    ``tiles_sent[command index]`` is copied (``STORE``) or added (``UPDATE``, in the element
+    type) from the source array into the destination array; everything else is unchanged.
+
+    ``memory0`` is the image before the run (the source and, for a loopback, the destination
+    in the same memory).  Independent of the model above: whole arrays through numpy.
+    """
+    image = np.frombuffer(bytes(memory0), dtype=np.uint8).copy()
+    for index, cmd in enumerate(commands):
+        eb = cmd.elem_bytes
+        dt = lane_dtype(ElemType(cmd.etype))
+        count = cmd.ld * cmd.cols
+        src = np.frombuffer(bytes(memory0), dtype=dt, count=count,
+                            offset=cmd.src_base).reshape(cmd.cols, cmd.ld)
+        dst = image[cmd.dst_base:cmd.dst_base + count * eb].view(dt).reshape(cmd.cols, cmd.ld)
+        for start in tiles_sent.get(index, ()):
+            e = (start - cmd.src_base) // eb
+            col, row = divmod(e, cmd.ld)
+            rs, cs = slice(row, row + cmd.tile_rows), slice(col, col + cmd.tile_cols)
+            if Op(cmd.op) == Op.STORE:
+                dst[cs, rs] = src[cs, rs]
+            else:
+                with np.errstate(all="ignore"):
+                    dst[cs, rs] = (dst[cs, rs] + src[cs, rs]).astype(dt)
+    return image
+
+
+def check_dma_run(model: DMAModel, sent_packets, memory, expected, regs=None):
+    """Scoreboard.  ``sent_packets``: what the hardware sent on ``tx`` (in order);
+    ``memory``/``expected``: the final image and numpy's; ``regs``: the statistics registers
+    read back.  Raises ``AssertionError`` naming the first disagreement."""
+    want_tiles = [pk for pk in model.sent if pk.header["source"] == Source.DMA.value]
+    want_remote = [pk for pk in model.sent if pk.header["source"] == Source.REMOTE.value]
+    got_tiles = [pk for pk in sent_packets if pk.header["source"] == Source.DMA.value]
+    got_remote = [pk for pk in sent_packets if pk.header["source"] == Source.REMOTE.value]
+    for kind, got, want in (("tile", got_tiles, want_tiles), ("remote", got_remote,
+                                                              want_remote)):
+        assert len(got) == len(want), f"{len(got)} {kind} packets sent, model says {len(want)}"
+        for i, (g, w) in enumerate(zip(got, want)):
+            gh = {k: int(v) for k, v in g.header.items()}
+            assert gh == w.header, f"{kind} packet {i}: header {gh} != model {w.header}"
+            assert g.beats == w.beats, f"{kind} packet {i} (header {w.header}): payload differs"
+    got = np.frombuffer(bytes(memory), dtype=np.uint8)
+    diff = np.flatnonzero(got != expected)
+    assert diff.size == 0, (f"memory differs from numpy at {diff.size} bytes, first at "
+                            f"0x{diff[0]:x}: 0x{got[diff[0]]:02x} != 0x{expected[diff[0]]:02x}")
+    if regs is not None:
+        assert regs["status"] == model.status, \
+            f"status {Status.describe(regs['status'])} != model {Status.describe(model.status)}"
+        for name, value in model.counters.items():
+            assert regs[name] == value, f"counter {name} = {regs[name]}, model says {value}"

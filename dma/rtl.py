@@ -1,0 +1,499 @@
+"""The DMA engine: trigger queue, pre-programmed command table, tile address generator, link
+packetizer and depacketizer (T3_SPEC section 5)."""
+
+from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from hw.csr import csr_signature, count
+from hw.interfaces import (ElemType, Op, Source, Stream, link_signature, mem_request_layout,
+                           request_signature, response_signature)
+from hw.params import T3Params
+from tracker.config import TrackerParams
+from tracker.rtl import trigger_layout
+from .config import DMAParams, MODE_FIELDS, dma_registers, header_layout
+
+
+__all__ = ["DMAEngine", "dma_trigger_layout", "COUNTER_BITS"]
+
+
+#: Width of the statistics counters (saturating).
+COUNTER_BITS = 32
+
+
+def dma_trigger_layout(params: T3Params, dparams: DMAParams):
+    """The Tracker's trigger layout for a Tracker with ``dparams.commands`` regions."""
+    return trigger_layout(params, TrackerParams(regions=dparams.commands))
+
+
+class DMAEngine(wiring.Component):
+    """DMA engine of one GPU node.
+
+    Parameters
+    ----------
+    params : :class:`hw.params.T3Params`
+    dparams : :class:`dma.config.DMAParams`
+
+    Ports
+    -----
+    trig : In(stream.Signature(trigger layout))
+        The Tracker's triggers (``wg_id``, ``wf_id``, ``addr`` = tile start, ``region`` =
+        command index).  They enter a ``trigger_depth`` queue; ``trig.ready`` is low only while
+        the queue is full (the Tracker then holds its trigger; none is dropped).
+    remote : In(stream.Signature(memory request))
+        The CUs' stores to the ``remote_map`` window (ring step 1).  Each becomes a one-beat
+        packet to ``remote_dst_gpu`` at ``remote_dst_base + (addr - remote_base)``, keeping
+        ``op``, ``mask``, ``tracked``, ``wg_id``, ``wf_id`` and ``etype``.  A ``READ`` or an
+        address outside the window is taken and dropped with ``status.remote_range``.
+    mem : Out(stream.Signature(memory request))
+        Communication-stream requests into the memory controller: the tiles' beat ``READ``\\ s
+        (``source = DMA``, ``tag`` = read sequence number) and the received packets'
+        ``STORE``/``UPDATE``\\ s (``source`` and ``tracked`` from the packet header).  The two
+        take turns (round robin); a request offered on ``mem`` holds until taken.
+    resp : In(stream.Signature(memory response))
+        Responses to the DMA's reads, **in issue order** (the memory controller's queue and the
+        DRAM are in order); a response whose tag is not the next expected sets
+        ``status.resp_order``.  ``resp.ready`` is high whenever the payload buffer has room,
+        which the read credits guarantee: reads in flight plus buffered beats never exceed
+        ``buffer_beats``.
+    tx : Out(link_signature)
+        Packets to the next GPU (AXI4-Stream): a header beat (``tuser = 1``, layout
+        :func:`dma.config.header_layout`) then ``beats`` payload beats, ``tlast`` on the last.
+    rx : In(link_signature)
+        Packets from the previous GPU; each payload beat becomes one ``mem`` request.
+    csr : In(csr_signature(...))
+        Register file (:func:`dma.config.dma_registers`).
+
+    Timing
+    ------
+    A trigger is dispatched in 3 cycles after it leaves the queue (take, load command,
+    check); the address generator then issues one beat read per cycle while it has credit,
+    and prepares the next tile while the current one streams out, so the link carries one
+    header beat per tile and otherwise a payload beat every cycle the memory delivers one.
+    """
+
+    def __init__(self, params: T3Params, dparams: DMAParams):
+        self.params = params
+        self.dparams = dparams
+        self.regs = dma_registers(params, dparams)
+        self.trig_layout = dma_trigger_layout(params, dparams)
+        self.hdr_layout = header_layout(params, dparams)
+        super().__init__({
+            "trig":   In(stream.Signature(self.trig_layout)),
+            "remote": In(request_signature(params)),
+            "mem":    Out(request_signature(params)),
+            "resp":   In(response_signature(params)),
+            "tx":     Out(link_signature(params)),
+            "rx":     In(link_signature(params)),
+            "csr":    In(csr_signature(self.regs.addr_bits)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p, dp, regs = self.params, self.dparams, self.regs
+        n, G = dp.commands, dp.max_granularity
+        boff, beat = p.beat_offset_bits, p.beat_bytes
+        A = p.addr_bits
+        all_keep = (1 << beat) - 1
+
+        # --- registers and statistics ---------------------------------------------------
+        status = Signal(7)
+        cnt = {name: Signal(COUNTER_BITS, name=f"cnt_{name}") for name in (
+            "errors", "triggers", "blocks", "tiles_sent", "remote_sent", "beats_sent",
+            "beats_received", "packets_received", "reads", "link_busy", "trigger_stall")}
+        info = Const(n | (G << 8) | (dp.buffer_beats << 16), 32)
+        regs.elaborate(m, self.csr, {"info": info, "status": status, **cnt})
+        cmd_w = Mux(regs.write_strobe("cmd"), regs.write_data("cmd"), 0)
+        clear_counters, forget_blocks = cmd_w[0], cmd_w[1]
+        clear_status = Mux(regs.write_strobe("status"), regs.write_data("status"), 0)
+        enable = regs.rw("ctrl")[0]
+        gpu_id = regs.rw("gpu_id")
+        ev = {k: Signal(name=f"ev_{k}") for k in (
+            "no_command", "out_of_region", "remote_range", "mem_error", "resp_order",
+            "rx_framing", "rx_wrong_gpu")}
+        m.d.sync += status.eq((status & ~clear_status) | Cat(*ev.values()))
+        n_errors = Signal(range(len(ev) + 1))
+        m.d.comb += n_errors.eq(sum(v for v in ev.values()))
+        inc = {k: Signal(name=f"inc_{k}") for k in (
+            "triggers", "blocks", "tiles_sent", "remote_sent", "packets_received")}
+        for k, event in inc.items():
+            count(m, cnt[k], event, clear_counters)
+        with m.If(clear_counters):
+            m.d.sync += cnt["errors"].eq(0)
+        with m.Elif(n_errors != 0):
+            total = cnt["errors"] + n_errors
+            m.d.sync += cnt["errors"].eq(Mux(total[COUNTER_BITS], (1 << COUNTER_BITS) - 1,
+                                              total[:COUNTER_BITS]))
+
+        # --- trigger queue -----------------------------------------------------------------
+        m.submodules.trig_q = trig_q = SyncFIFOBuffered(
+            width=self.trig_layout.as_shape().width, depth=dp.trigger_depth)
+        m.d.comb += [
+            trig_q.w_data.eq(self.trig.payload.as_value()),
+            trig_q.w_en.eq(self.trig.valid),
+            self.trig.ready.eq(trig_q.w_rdy),
+        ]
+        count(m, cnt["trigger_stall"], self.trig.valid & ~trig_q.w_rdy, clear_counters)
+
+        # --- dispatcher: trigger + command -> job --------------------------------------------
+        def table(field):
+            return Array(regs.rw(f"cmd{c}_{field}") for c in range(n))
+
+        cur = Signal(self.trig_layout)
+        head = data.View(self.trig_layout, trig_q.r_data)
+        c_idx = Signal(dp.command_bits)
+        c_exists = Signal()
+        c_mode = Signal(24)
+        c_src, c_dst = Signal(A), Signal(A)
+        c_cols, c_ld = Signal(dp.dim_bits), Signal(dp.dim_bits)
+        c_trows, c_tcols = Signal(dp.dim_bits), Signal(dp.dim_bits)
+
+        def mode(name):
+            lsb, width = MODE_FIELDS[name]
+            return c_mode[lsb:lsb + width]
+
+        eshift = Signal(2)          # log2(element bytes): 1 for fp16/bf16, 2 for fp32/int32
+        m.d.comb += eshift.eq(1 + mode("etype")[1])
+        stride = Signal(A + 2 * dp.dim_bits)
+        seg_beats = Signal(16 + dp.dim_bits)
+        tile_beats = Signal(32 + dp.dim_bits)
+        span = Signal(A + 2 * dp.dim_bits + 2)
+        size = Signal(A + 2 * dp.dim_bits + 2)
+        offset = Signal(A + 1)      # cur.addr - src_base, bit A set when negative
+        granularity = Signal(8)
+
+        pend_depth = n * G
+        m.submodules.pend = pend = memory.Memory(shape=self.trig_layout, depth=pend_depth,
+                                                 init=[])
+        pend_w = pend.write_port()
+        pend_r = pend.read_port(domain="comb")
+        held = Array(Signal(range(G + 1), name=f"held{c}") for c in range(n))
+        rel_k = Signal(range(G + 1))
+        releasing = Signal()
+
+        job_v = Signal()
+        job = Signal(self.hdr_layout)       # the header fields plus the source address
+        job_src = Signal(A)
+        job_taken = Signal()
+
+        def make_job(t):
+            return [
+                job_v.eq(1),
+                job_src.eq(t.addr),
+                job.dst_gpu.eq(mode("dst_gpu")),
+                job.src_gpu.eq(gpu_id),
+                job.addr.eq(c_dst + (t.addr - c_src)),
+                job.op.eq(mode("op")),
+                job.etype.eq(mode("etype")),
+                job.source.eq(Source.DMA),
+                job.tracked.eq(mode("tracked")),
+                job.wg_id.eq(t.wg_id),
+                job.wf_id.eq(t.wf_id),
+                job.beats.eq(tile_beats),
+                job.seg_beats.eq(seg_beats),
+                job.stride.eq(stride),
+            ]
+
+        with m.If(job_taken):
+            m.d.sync += job_v.eq(0)
+        for c in range(n):
+            with m.If(forget_blocks):
+                m.d.sync += held[c].eq(0)
+
+        with m.FSM(name="dispatch"):
+            with m.State("TAKE"):
+                with m.If(trig_q.r_rdy & enable & ~forget_blocks):
+                    m.d.comb += trig_q.r_en.eq(1)
+                    m.d.sync += [
+                        cur.eq(head),
+                        c_idx.eq(head.region),
+                        c_exists.eq(head.region < n),
+                        c_mode.eq(table("mode")[head.region]),
+                        c_src.eq(table("src_base")[head.region]),
+                        c_dst.eq(table("dst_base")[head.region]),
+                        c_cols.eq(table("cols")[head.region]),
+                        c_ld.eq(table("ld")[head.region]),
+                        c_trows.eq(table("tile_rows")[head.region]),
+                        c_tcols.eq(table("tile_cols")[head.region]),
+                    ]
+                    m.next = "LOAD"
+            with m.State("LOAD"):
+                m.d.sync += [
+                    stride.eq(c_ld << eshift),
+                    seg_beats.eq((c_trows << eshift) >> boff),
+                    tile_beats.eq(((c_trows << eshift) >> boff) * c_tcols),
+                    span.eq((c_tcols - 1) * (c_ld << eshift) + (c_trows << eshift)),
+                    size.eq((c_ld * c_cols) << eshift),
+                    offset.eq(cur.addr - c_src),
+                    granularity.eq(Mux(mode("granularity") == 0, 1, mode("granularity"))),
+                ]
+                m.next = "CHECK"
+            with m.State("CHECK"):
+                # one job register: wait until the previous job has gone
+                with m.If(~job_v | job_taken):
+                    m.d.comb += inc["triggers"].eq(1)
+                    bad_cmd = ~c_exists | ~mode("valid") | (granularity > G) | \
+                        ~mode("op").matches(Op.STORE, Op.UPDATE) | (c_tcols == 0) | \
+                        (seg_beats == 0)
+                    bad_range = (cur.addr[:boff] != 0) | offset[A] | (offset + span > size)
+                    with m.If(bad_cmd):
+                        m.d.comb += ev["no_command"].eq(1)
+                        m.next = "TAKE"
+                    with m.Elif(bad_range):
+                        m.d.comb += ev["out_of_region"].eq(1)
+                        m.next = "TAKE"
+                    with m.Elif(granularity == 1):
+                        m.d.sync += make_job(cur)
+                        m.d.comb += inc["blocks"].eq(1)
+                        m.next = "TAKE"
+                    with m.Else():
+                        m.d.comb += [
+                            pend_w.addr.eq(c_idx * G + held[c_idx]),
+                            pend_w.data.eq(cur),
+                            pend_w.en.eq(1),
+                        ]
+                        with m.If(held[c_idx] + 1 == granularity):
+                            m.d.sync += [held[c_idx].eq(0), rel_k.eq(0), releasing.eq(1)]
+                            m.d.comb += inc["blocks"].eq(1)
+                            m.next = "RELEASE"
+                        with m.Else():
+                            m.d.sync += held[c_idx].eq(held[c_idx] + 1)
+                            m.next = "TAKE"
+            with m.State("RELEASE"):
+                m.d.comb += pend_r.addr.eq(c_idx * G + rel_k)
+                with m.If(~job_v | job_taken):
+                    m.d.sync += make_job(data.View(self.trig_layout, pend_r.data))
+                    m.d.sync += rel_k.eq(rel_k + 1)
+                    with m.If(rel_k + 1 == granularity):
+                        m.d.sync += releasing.eq(0)
+                        m.next = "TAKE"
+
+        # --- address generator: job -> header queue + beat reads ------------------------------
+        m.submodules.hdr_q = hdr_q = SyncFIFOBuffered(
+            width=self.hdr_layout.as_shape().width, depth=2)
+        credit_bits = range(dp.buffer_beats + 1)
+        reserved = Signal(credit_bits)
+        ag_busy = Signal()
+        ag_addr, ag_seg = Signal(A), Signal(A)
+        ag_in_seg = Signal(16)
+        ag_seg_beats = Signal(16)
+        ag_stride = Signal(A)
+        ag_left = Signal(16)
+
+        rd_v = Signal()
+        rd_addr = Signal(A)
+        rd_tag = Signal(max(1, p.tag_bits))
+        rd_taken = Signal()
+        tx_payload_beat = Signal()
+
+        m.d.comb += job_taken.eq(job_v & ~ag_busy & hdr_q.w_rdy)
+        m.d.comb += [hdr_q.w_en.eq(job_taken), hdr_q.w_data.eq(job)]
+        with m.If(job_taken):
+            m.d.sync += [
+                ag_busy.eq(1), ag_addr.eq(job_src), ag_seg.eq(job_src), ag_in_seg.eq(0),
+                ag_seg_beats.eq(job.seg_beats), ag_stride.eq(job.stride),
+                ag_left.eq(job.beats),
+            ]
+        issue = Signal()
+        m.d.comb += issue.eq(ag_busy & (~rd_v | rd_taken) & (reserved < dp.buffer_beats))
+        with m.If(issue):
+            m.d.sync += [rd_v.eq(1), rd_addr.eq(ag_addr), rd_tag.eq(rd_tag + 1),
+                         ag_left.eq(ag_left - 1)]
+            with m.If(ag_in_seg + 1 == ag_seg_beats):
+                m.d.sync += [ag_in_seg.eq(0), ag_seg.eq(ag_seg + ag_stride),
+                             ag_addr.eq(ag_seg + ag_stride)]
+            with m.Else():
+                m.d.sync += [ag_in_seg.eq(ag_in_seg + 1), ag_addr.eq(ag_addr + beat)]
+            with m.If(ag_left == 1):
+                m.d.sync += ag_busy.eq(0)
+        with m.Elif(rd_taken):
+            m.d.sync += rd_v.eq(0)
+        m.d.sync += reserved.eq(reserved + issue - tx_payload_beat)
+        count(m, cnt["reads"], issue, clear_counters)
+
+        # --- read responses -> payload buffer ------------------------------------------------
+        m.submodules.data_q = data_q = SyncFIFOBuffered(width=p.beat_bits,
+                                                        depth=dp.buffer_beats)
+        exp_tag = Signal(max(1, p.tag_bits))
+        # the tag issued with a read is the value of rd_tag before the increment
+        m.d.comb += [
+            data_q.w_data.eq(self.resp.payload.data),
+            data_q.w_en.eq(self.resp.valid),
+            self.resp.ready.eq(data_q.w_rdy),
+        ]
+        with m.If(self.resp.valid & data_q.w_rdy):
+            m.d.sync += exp_tag.eq(exp_tag + 1)
+            if p.tag_bits:
+                m.d.comb += ev["resp_order"].eq(self.resp.payload.tag != exp_tag)
+            m.d.comb += ev["mem_error"].eq(self.resp.payload.error)
+
+        # --- packetizer ----------------------------------------------------------------------
+        tx = self.tx
+        hdr_head = data.View(self.hdr_layout, hdr_q.r_data)
+        rem = self.remote.payload
+        r_base, r_size = regs.rw("remote_base"), regs.rw("remote_size")
+        r_off = Signal(A + 1)
+        m.d.comb += r_off.eq(rem.addr - r_base)
+        rem_ok = Signal()
+        m.d.comb += rem_ok.eq(~r_off[A] & (r_off < r_size) & (rem.op != Op.READ))
+        rem_hdr = Signal(self.hdr_layout)
+        m.d.comb += [
+            rem_hdr.dst_gpu.eq(regs.rw("remote_dst_gpu")),
+            rem_hdr.src_gpu.eq(gpu_id),
+            rem_hdr.addr.eq(regs.rw("remote_dst_base") + r_off[:A]),
+            rem_hdr.op.eq(rem.op),
+            rem_hdr.etype.eq(rem.etype),
+            rem_hdr.source.eq(Source.REMOTE),
+            rem_hdr.tracked.eq(rem.tracked),
+            rem_hdr.wg_id.eq(rem.wg_id),
+            rem_hdr.wf_id.eq(rem.wf_id),
+            rem_hdr.beats.eq(1),
+            rem_hdr.seg_beats.eq(1),
+            rem_hdr.stride.eq(0),
+        ]
+        prefer_remote = Signal()
+        lock, lock_remote = Signal(), Signal()
+        tx_left = Signal(16)
+        tx_hs = Signal()
+        m.d.comb += tx_hs.eq(tx.tvalid & tx.tready)
+        count(m, cnt["link_busy"], tx_hs, clear_counters)
+        count(m, cnt["beats_sent"], tx_hs & ~tx.tuser, clear_counters)
+
+        with m.FSM(name="packetize"):
+            with m.State("IDLE"):
+                rem_valid = self.remote.valid & rem_ok
+                with m.If(self.remote.valid & ~rem_ok):
+                    # an access the window does not cover: take it, never send it
+                    m.d.comb += [self.remote.ready.eq(1), ev["remote_range"].eq(1)]
+                pick_remote = Signal()
+                m.d.comb += pick_remote.eq(Mux(lock, lock_remote,
+                                               rem_valid & (prefer_remote | ~hdr_q.r_rdy)))
+                with m.If(pick_remote):
+                    m.d.comb += [tx.tvalid.eq(rem_valid), tx.tdata.eq(rem_hdr)]
+                with m.Else():
+                    m.d.comb += [tx.tvalid.eq(hdr_q.r_rdy), tx.tdata.eq(hdr_q.r_data)]
+                m.d.comb += [tx.tuser.eq(1), tx.tkeep.eq(all_keep), tx.tlast.eq(0)]
+                m.d.sync += [lock.eq(tx.tvalid & ~tx.tready), lock_remote.eq(pick_remote)]
+                with m.If(tx_hs):
+                    m.d.sync += prefer_remote.eq(~pick_remote)
+                    with m.If(pick_remote):
+                        m.d.comb += inc["remote_sent"].eq(1)
+                        m.next = "REMOTE"
+                    with m.Else():
+                        m.d.comb += hdr_q.r_en.eq(1)
+                        m.d.sync += tx_left.eq(hdr_head.beats)
+                        m.d.comb += inc["tiles_sent"].eq(1)
+                        m.next = "TILE"
+            with m.State("TILE"):
+                m.d.comb += [
+                    tx.tvalid.eq(data_q.r_rdy), tx.tdata.eq(data_q.r_data),
+                    tx.tkeep.eq(all_keep), tx.tlast.eq(tx_left == 1),
+                    data_q.r_en.eq(tx.tready), tx_payload_beat.eq(tx_hs),
+                ]
+                with m.If(tx_hs):
+                    m.d.sync += tx_left.eq(tx_left - 1)
+                    with m.If(tx_left == 1):
+                        m.next = "IDLE"
+            with m.State("REMOTE"):
+                m.d.comb += [
+                    tx.tvalid.eq(self.remote.valid), tx.tdata.eq(rem.data),
+                    tx.tkeep.eq(rem.mask), tx.tlast.eq(1),
+                    self.remote.ready.eq(tx.tready),
+                ]
+                with m.If(tx_hs):
+                    m.next = "IDLE"
+
+        # --- depacketizer --------------------------------------------------------------------
+        rx = self.rx
+        rx_head = data.View(self.hdr_layout, rx.tdata[:self.hdr_layout.as_shape().width])
+        rxq_v = Signal()
+        rxq = Signal(mem_request_layout(p))
+        rxq_taken = Signal()
+        rx_free = Signal()
+        m.d.comb += rx_free.eq(~rxq_v | rxq_taken)
+        with m.If(rxq_taken):
+            m.d.sync += rxq_v.eq(0)
+        rx_hdr = Signal(self.hdr_layout)
+        rx_addr, rx_seg = Signal(A), Signal(A)
+        rx_in_seg, rx_left = Signal(16), Signal(16)
+        rx_hs = Signal()
+        m.d.comb += rx_hs.eq(rx.tvalid & rx.tready)
+
+        with m.FSM(name="depacketize"):
+            with m.State("HEADER"):
+                m.d.comb += rx.tready.eq(1)
+                with m.If(rx_hs):
+                    bad_frame = ~rx.tuser | rx.tlast | (rx_head.beats == 0) | \
+                        (rx_head.seg_beats == 0)
+                    with m.If(bad_frame):
+                        m.d.comb += ev["rx_framing"].eq(1)
+                        with m.If(~rx.tlast):
+                            m.next = "DROP"
+                    with m.Elif(rx_head.dst_gpu != gpu_id):
+                        m.d.comb += ev["rx_wrong_gpu"].eq(1)
+                        m.next = "DROP"
+                    with m.Else():
+                        m.d.sync += [
+                            rx_hdr.eq(rx_head), rx_addr.eq(rx_head.addr),
+                            rx_seg.eq(rx_head.addr), rx_in_seg.eq(0),
+                            rx_left.eq(rx_head.beats),
+                        ]
+                        m.d.comb += inc["packets_received"].eq(1)
+                        m.next = "PAYLOAD"
+            with m.State("PAYLOAD"):
+                m.d.comb += rx.tready.eq(rx_free)
+                with m.If(rx_hs):
+                    m.d.sync += [
+                        rxq_v.eq(1),
+                        rxq.addr.eq(rx_addr), rxq.data.eq(rx.tdata), rxq.mask.eq(rx.tkeep),
+                        rxq.op.eq(rx_hdr.op), rxq.stream.eq(Stream.COMM),
+                        rxq.source.eq(rx_hdr.source), rxq.wg_id.eq(rx_hdr.wg_id),
+                        rxq.wf_id.eq(rx_hdr.wf_id), rxq.tracked.eq(rx_hdr.tracked),
+                        rxq.etype.eq(rx_hdr.etype), rxq.tag.eq(0),
+                        rx_left.eq(rx_left - 1),
+                    ]
+                    with m.If(rx_in_seg + 1 == rx_hdr.seg_beats):
+                        m.d.sync += [rx_in_seg.eq(0), rx_seg.eq(rx_seg + rx_hdr.stride),
+                                     rx_addr.eq(rx_seg + rx_hdr.stride)]
+                    with m.Else():
+                        m.d.sync += [rx_in_seg.eq(rx_in_seg + 1), rx_addr.eq(rx_addr + beat)]
+                    with m.If(rx.tuser | (rx.tlast & (rx_left != 1))):
+                        # a header where payload was due, or a short packet: what arrived
+                        # is written where the header said; the rest is never invented
+                        m.d.comb += ev["rx_framing"].eq(1)
+                    with m.If(rx.tlast):
+                        m.next = "HEADER"
+                    with m.Elif(rx_left == 1):
+                        m.d.comb += ev["rx_framing"].eq(1)   # longer than its header says
+                        m.next = "DROP"
+            with m.State("DROP"):
+                m.d.comb += rx.tready.eq(1)
+                with m.If(rx_hs & rx.tlast):
+                    m.next = "HEADER"
+
+        # --- memory request arbiter: tile reads and received writes ---------------------------
+        mem = self.mem
+        prefer_rx = Signal()
+        mem_lock, mem_lock_rx = Signal(), Signal()
+        pick_rx = Signal()
+        m.d.comb += pick_rx.eq(Mux(mem_lock, mem_lock_rx, rxq_v & (prefer_rx | ~rd_v)))
+        read_req = Signal(mem_request_layout(p))
+        m.d.comb += [
+            read_req.addr.eq(rd_addr), read_req.op.eq(Op.READ), read_req.stream.eq(Stream.COMM),
+            read_req.source.eq(Source.DMA), read_req.mask.eq(all_keep),
+            read_req.etype.eq(ElemType.FP16), read_req.tag.eq(rd_tag - 1),
+        ]
+        with m.If(pick_rx):
+            m.d.comb += [mem.valid.eq(rxq_v), mem.payload.eq(rxq)]
+        with m.Else():
+            m.d.comb += [mem.valid.eq(rd_v), mem.payload.eq(read_req)]
+        m.d.sync += [mem_lock.eq(mem.valid & ~mem.ready), mem_lock_rx.eq(pick_rx)]
+        with m.If(mem.valid & mem.ready):
+            m.d.sync += prefer_rx.eq(~pick_rx)
+        m.d.comb += [
+            rxq_taken.eq(pick_rx & rxq_v & mem.ready),
+            rd_taken.eq(~pick_rx & rd_v & mem.ready),
+        ]
+        count(m, cnt["beats_received"], rxq_taken, clear_counters)
+        return m

@@ -1,0 +1,144 @@
+"""Random DMA scenarios: command tables laid out with guard words in one memory image, source
+and destination contents, triggers in random order, CU stores to a remote window.
+
+A scenario is a loopback: the engine's GPU number is every command's ``dst_gpu``, so the
+packets it sends come back on its own ``rx`` (directly or through the test's link model) and
+the destinations live in the same memory as the sources.
+"""
+
+import dataclasses
+import random
+
+import numpy as np
+
+from dma.config import Command, DMAParams, RemoteWindow, check_commands, check_remote
+from hw.interfaces import ELEM_BYTES, ElemType, Op
+from nmc.model import lane_dtype
+
+
+__all__ = ["Scenario", "random_scenario", "long_transfer_scenario", "random_values"]
+
+
+@dataclasses.dataclass
+class Scenario:
+    commands: list
+    memory: bytearray           # initial image
+    triggers: list              # trigger dicts in the order they are offered
+    remote: RemoteWindow = None
+    remote_stores: list = dataclasses.field(default_factory=list)
+    gpu_id: int = 0
+    guards: list = dataclasses.field(default_factory=list)   # [(start, end)] guard ranges
+
+
+def random_values(rng, etype, count):
+    """Finite random elements of ``etype`` (numpy array), spread over a few binades."""
+    etype = ElemType(etype)
+    if etype == ElemType.INT32:
+        return rng.integers(-2**31, 2**31, size=count, dtype=np.int64).astype(np.int32)
+    values = rng.standard_normal(count) * np.exp2(rng.integers(-4, 5, size=count))
+    return values.astype(np.float32).astype(lane_dtype(etype))
+
+
+def _align(value, to):
+    return -(-value // to) * to
+
+
+def random_command(params, dparams, rng: random.Random, src_base, dst_base, gpu_id):
+    beat = params.beat_bytes
+    etype = rng.choice(list(ElemType))
+    eb = ELEM_BYTES[etype]
+    per_beat = beat // eb
+    tile_rows = per_beat * rng.randint(1, 2)
+    tile_cols = rng.randint(1, 4)
+    rows = tile_rows * rng.randint(1, 3)
+    cols = tile_cols * rng.randint(1, 3)
+    ld = rows + per_beat * rng.randint(0, 1)
+    tiles = (rows // tile_rows) * (cols // tile_cols)
+    grans = [g for g in range(1, min(tiles, dparams.max_granularity) + 1) if tiles % g == 0]
+    return Command(src_base=src_base, rows=rows, cols=cols, ld=ld, tile_rows=tile_rows,
+                   tile_cols=tile_cols, dst_gpu=gpu_id, dst_base=dst_base,
+                   op=rng.choice([Op.STORE, Op.UPDATE]), etype=etype,
+                   granularity=rng.choice(grans), tracked=bool(rng.getrandbits(1)))
+
+
+def _fill(nprng, memory, base, size, etype):
+    eb = ELEM_BYTES[ElemType(etype)]
+    memory[base:base + size] = random_values(nprng, etype, size // eb).tobytes()
+
+
+def random_scenario(params, dparams: DMAParams, seed, commands=None, remote_stores=0,
+                    gpu_id=1, guard=64):
+    """A random command table (``commands`` entries, default all of them), every tile of every
+    command triggered once in a random order with random ``wg_id``/``wf_id``, and
+    ``remote_stores`` random CU stores to a remote window."""
+    rng = random.Random(seed)
+    nprng = np.random.default_rng(seed)
+    beat = params.beat_bytes
+    guard = _align(guard, beat)
+    n = dparams.commands if commands is None else commands
+    cursor = guard
+    table, guards = [], []
+    for _ in range(n):
+        # the source at the cursor; its size depends on the command, so draw, then place
+        probe = random_command(params, dparams, rng, 0, 0, gpu_id)
+        src = cursor
+        dst = _align(src + probe.size + guard, beat)
+        cmd = dataclasses.replace(probe, src_base=src, dst_base=dst)
+        table.append(cmd)
+        guards.append((dst - guard, dst))
+        cursor = _align(dst + cmd.size + guard, beat)
+        guards.append((dst + cmd.size, cursor))
+    window = None
+    if remote_stores:
+        size = 16 * beat
+        window = RemoteWindow(src_base=1 << (params.addr_bits - 2),
+                              size=size, dst_gpu=gpu_id, dst_base=cursor)
+        cursor = _align(cursor + size + guard, beat)
+        guards.append((cursor - guard, cursor))
+    memory = bytearray(nprng.integers(0, 256, size=cursor, dtype=np.uint8).tobytes())
+    for cmd in table:
+        _fill(nprng, memory, cmd.src_base, cmd.size, cmd.etype)
+        _fill(nprng, memory, cmd.dst_base, cmd.size, cmd.etype)
+    check_commands(params, dparams, table, dst_capacity=len(memory))
+    triggers = []
+    for index, cmd in enumerate(table):
+        for start in cmd.tile_starts():
+            triggers.append({"wg_id": rng.getrandbits(params.wg_id_bits),
+                             "wf_id": rng.getrandbits(params.wf_id_bits),
+                             "addr": start, "region": index})
+    rng.shuffle(triggers)
+    stores = []
+    if window is not None:
+        check_remote(params, dparams, window, dst_capacity=len(memory))
+        _fill(nprng, memory, window.dst_base, window.size, ElemType.FP16)
+        for _ in range(remote_stores):
+            lanes = rng.getrandbits(beat // 2)
+            mask = sum(0b11 << (2 * k) for k in range(beat // 2) if lanes >> k & 1)
+            stores.append({
+                "addr": window.src_base + beat * rng.randrange(window.size // beat),
+                "data": int.from_bytes(random_values(nprng, ElemType.FP16, beat // 2)
+                                       .tobytes(), "little"),
+                "mask": mask, "op": rng.choice([Op.STORE.value, Op.UPDATE.value]),
+                "etype": ElemType.FP16.value, "tracked": rng.getrandbits(1),
+                "wg_id": rng.getrandbits(params.wg_id_bits),
+                "wf_id": rng.getrandbits(params.wf_id_bits)})
+    return Scenario(table, memory, triggers, window, stores, gpu_id, guards)
+
+
+def long_transfer_scenario(params, dparams: DMAParams, tile_beats=256, tiles=8, gpu_id=1):
+    """One fp16 command of ``tiles`` tall tiles of ``tile_beats`` beats each (one column
+    segment of ``tile_beats`` beats per tile column, 4 columns), for link utilisation."""
+    beat = params.beat_bytes
+    seg = tile_beats // 4
+    tile_rows = seg * beat // 2
+    cmd = Command(src_base=beat, rows=tile_rows, cols=4 * tiles, ld=tile_rows,
+                  tile_rows=tile_rows, tile_cols=4, dst_gpu=gpu_id,
+                  dst_base=_align(beat + tile_rows * 2 * 4 * tiles + beat, beat),
+                  op=Op.STORE, etype=ElemType.FP16)
+    size = cmd.dst_base + cmd.size + beat
+    memory = bytearray(np.random.default_rng(0).integers(0, 256, size=size, dtype=np.uint8)
+                       .tobytes())
+    check_commands(params, dparams, [cmd], dst_capacity=size)
+    triggers = [{"wg_id": i, "wf_id": 0, "addr": a, "region": 0}
+                for i, a in enumerate(cmd.tile_starts())]
+    return Scenario([cmd], memory, triggers, None, [], gpu_id, [])
