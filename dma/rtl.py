@@ -366,13 +366,16 @@ class DMAEngine(wiring.Component):
                 with m.If(self.remote.valid & ~rem_ok):
                     # an access the window does not cover: take it, never send it
                     m.d.comb += [self.remote.ready.eq(1), ev["remote_range"].eq(1)]
+                tile_ready = hdr_q.r_rdy & data_q.r_rdy
                 pick_remote = Signal()
                 m.d.comb += pick_remote.eq(Mux(lock, lock_remote,
-                                               rem_valid & (prefer_remote | ~hdr_q.r_rdy)))
+                                               rem_valid & (prefer_remote | ~tile_ready)))
                 with m.If(pick_remote):
                     m.d.comb += [tx.tvalid.eq(rem_valid), tx.tdata.eq(rem_hdr)]
                 with m.Else():
-                    m.d.comb += [tx.tvalid.eq(hdr_q.r_rdy), tx.tdata.eq(hdr_q.r_data)]
+                    # a tile's header waits for its first payload beat, so that the link
+                    # never idles inside a packet for the memory's latency
+                    m.d.comb += [tx.tvalid.eq(tile_ready), tx.tdata.eq(hdr_q.r_data)]
                 m.d.comb += [tx.tuser.eq(1), tx.tkeep.eq(all_keep), tx.tlast.eq(0)]
                 m.d.sync += [lock.eq(tx.tvalid & ~tx.tready), lock_remote.eq(pick_remote)]
                 with m.If(tx_hs):

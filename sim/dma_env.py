@@ -65,10 +65,12 @@ class DMAEnv:
         Probability that ``mem.ready`` / ``tx.tready`` is low in a cycle.
     mem_latency : int
         Cycles from a read's handshake to its response becoming available (>= 1).
-    link : ``"loopback"`` or ``None``
+    link : ``"loopback"``, ``"sink"`` or ``None``
         With ``"loopback"`` every frame sent on ``tx`` is offered on ``rx`` after
-        ``link_latency`` cycles; with ``None`` the test drives ``rx``/``tx`` itself (e.g. with
-        cocotbext-axi) and :meth:`drive` leaves them alone.
+        ``link_latency`` cycles; with ``"sink"`` frames are collected and ``rx`` stays idle
+        (the memory then serves reads only, as for a node whose neighbour sends nothing); with
+        ``None`` the test drives ``rx``/``tx`` itself (e.g. with cocotbext-axi) and
+        :meth:`drive` leaves them alone.
     error_reads : set of int
         Indices (in issue order) of reads answered with the error flag.
     bad_tags : set of int
@@ -142,7 +144,15 @@ class DMAEnv:
         self._pending[port] = (payload if valid and not ready else None)
 
     def observe(self, out):
+        """``out``: output values by port name; a data value may be ``None`` (X in a
+        four-state simulator) only while its ``valid`` is low."""
         d, now = self._drv, self.cycle
+        for valid, fields in (("mem__valid", ("mem__payload",)),
+                              ("tx__tvalid", ("tx__tdata", "tx__tkeep", "tx__tlast",
+                                              "tx__tuser"))):
+            if out.get(valid):
+                for name in fields:
+                    assert out[name] is not None, f"cycle {now}: {name} is X while {valid}"
         busy = False
         if self.trig.offering is not None and out["trig__ready"]:
             self.trig.offering = None
@@ -186,7 +196,7 @@ class DMAEnv:
                 self._frame.append(beat)
                 if beat[3]:
                     self.frames.append(self._frame)
-                    for b in self._frame:
+                    for b in self._frame if self.link == "loopback" else ():
                         self.rx.queue.append((now + self.link_latency, b))
                     self._frame = []
             if self.rx.offering is not None and out["rx__tready"]:
@@ -227,7 +237,9 @@ def run_model(params, dparams, scenario, env):
     for r in scenario.remote_stores:
         model.remote_store(r)
     expected = expected_image(params, scenario.memory, scenario.commands, tiles)
-    if env.link is not None:
+    if env.link == "sink":
+        expected = np.frombuffer(bytes(scenario.memory), dtype=np.uint8)
+    elif env.link is not None:
         image = bytearray(expected.tobytes())
         for pk in model.sent:
             requests = model.receive(pk)

@@ -50,8 +50,8 @@ def random_command(params, dparams, rng: random.Random, src_base, dst_base, gpu_
     per_beat = beat // eb
     tile_rows = per_beat * rng.randint(1, 2)
     tile_cols = rng.randint(1, 4)
-    rows = tile_rows * rng.randint(1, 3)
-    cols = tile_cols * rng.randint(1, 3)
+    rows = tile_rows * rng.randint(1, 4)
+    cols = tile_cols * rng.randint(1, 4)
     ld = rows + per_beat * rng.randint(0, 1)
     tiles = (rows // tile_rows) * (cols // tile_cols)
     grans = [g for g in range(1, min(tiles, dparams.max_granularity) + 1) if tiles % g == 0]

@@ -91,7 +91,11 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
     python_path = os.pathsep.join(test_dirs + [p for p in sys.path if p])
 
     runner = get_runner(sim)
-    build_args = ["-Wno-fatal", "-O3"] if sim == "verilator" else []
+    # Icarus: yosys's Verilog starts every ``always @*`` block at time zero through an event on a
+    # register initialised in its declaration; under -g2012 (cocotb's default) such an
+    # initialiser makes no event, and a block whose inputs never change stays X.  -g2005 (given
+    # after cocotb's -g2012, so it wins) keeps the Verilog-2005 semantics the file is written for.
+    build_args = ["-Wno-fatal", "-O3"] if sim == "verilator" else ["-g2005"]
     runner.build(sources=[source], hdl_toplevel=toplevel, build_dir=build_dir,
                  timescale=("1ns", "1ps"), build_args=build_args, waves=waves,
                  log_file=build_dir / "build.log")
