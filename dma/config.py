@@ -365,7 +365,7 @@ def dma_registers(params: T3Params, dparams: DMAParams):
     mode_doc = ("[0] valid, [2:1] op (1 store, 2 update), [4:3] etype, [5] tracked at the "
                 "destination, [15:8] dst_gpu, [23:16] granularity (tiles per block)")
     regs = [
-        Reg("info", 32, "ro", "[7:0] commands, [15:8] log2(trigger_depth) , [31:16] "
+        Reg("info", 32, "ro", "[7:0] commands, [15:8] max_granularity, [31:16] "
                               "buffer_beats"),
         Reg("ctrl", 1, "rw", "[0] enable: dispatch triggers (0: they wait in the queue)"),
         Reg("cmd", 2, "wo", "write 1: [0] clear the counters, [1] forget the tiles held for "

@@ -8,7 +8,7 @@ import dataclasses
 
 import numpy as np
 
-from hw.interfaces import ELEM_BYTES, ElemType, Op, Source, Stream
+from hw.interfaces import ElemType, Op, Source, Stream
 from nmc.model import alu_reference, lane_dtype
 from .config import Command, DMAParams, RemoteWindow, Status
 

@@ -15,11 +15,19 @@ from tracker.rtl import trigger_layout
 from .config import DMAParams, MODE_FIELDS, dma_registers, header_layout
 
 
-__all__ = ["DMAEngine", "dma_trigger_layout", "COUNTER_BITS"]
+__all__ = ["DMAEngine", "dma_trigger_layout", "COUNTER_BITS", "FIRST_BEAT_LATENCY"]
 
 
 #: Width of the statistics counters (saturating).
 COUNTER_BITS = 32
+
+#: Cycles from a trigger's handshake to its tile's header on ``tx``, not counting the memory's
+#: read latency, when nothing stalls: trigger queue 2 (``SyncFIFOBuffered``), dispatch 3 (take,
+#: load command, check), job hand-off 2 (address generator takes the job, registers the first
+#: read, which ``mem`` takes), payload buffer 2 (``SyncFIFOBuffered``); the header leaves with
+#: the first payload beat available.  A read taken on ``mem`` in cycle ``c`` and answered on
+#: ``resp`` in cycle ``c + L`` puts the header on the link in cycle ``trigger + 9 + L``.
+FIRST_BEAT_LATENCY = 9
 
 
 def dma_trigger_layout(params: T3Params, dparams: DMAParams):
@@ -79,6 +87,10 @@ class DMAEngine(wiring.Component):
         self.regs = dma_registers(params, dparams)
         self.trig_layout = dma_trigger_layout(params, dparams)
         self.hdr_layout = header_layout(params, dparams)
+        if self.hdr_layout.size > params.beat_bits:
+            self._MustUse__silence = True       # refused, not forgotten
+            raise ValueError(f"the link header needs {self.hdr_layout.size} bits, more than "
+                             f"one beat of beat_bits {params.beat_bits}")
         super().__init__({
             "trig":   In(stream.Signature(self.trig_layout)),
             "remote": In(request_signature(params)),

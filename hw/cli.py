@@ -4,10 +4,10 @@
 ``t3 export BLOCK --out DIR``    Verilog of a block (+ its register map as Markdown)
 ``t3 bench BLOCK``               the block's figures, one ``name: value unit`` line each
 
-Blocks: ``tracker``, ``mc_arbiter``, ``nmc``.
+Blocks: ``tracker``, ``mc_arbiter``, ``nmc``, ``dma``.
 
-Blocks of later issues (``dma``, the node and the ring) add their entries to
-:data:`BLOCKS` and a ``benchmarks/<block>.py`` with ``main(sims, synth)``.
+Blocks of later issues (the node and the ring) add their entries to :data:`BLOCKS` and a
+``benchmarks/<block>.py`` with ``main(sims, synth)``.
 """
 
 import argparse
@@ -81,11 +81,33 @@ def _nmc(args):
                                             columns=args.columns, rows=args.rows))
 
 
+def _dma_args(parser):
+    g = parser.add_argument_group("DMA engine")
+    g.add_argument("--commands", type=int, default=4,
+                   help="command table entries = Tracker regions (default 4)")
+    g.add_argument("--trigger-depth", type=int, default=8, help="trigger queue (default 8)")
+    g.add_argument("--buffer-beats", type=int, default=32,
+                   help="payload buffer = reads in flight (default 32)")
+    g.add_argument("--max-granularity", type=int, default=8,
+                   help="largest DMA block in tiles (default 8)")
+    g.add_argument("--gpu-bits", type=int, default=4, help="GPU number width (default 4)")
+
+
+def _dma(args):
+    from dma.config import DMAParams
+    from dma.rtl import DMAEngine
+    return DMAEngine(_params(args), DMAParams(
+        commands=args.commands, trigger_depth=args.trigger_depth,
+        buffer_beats=args.buffer_beats, max_granularity=args.max_granularity,
+        gpu_bits=args.gpu_bits))
+
+
 #: name -> (Verilog module name, argument adder, constructor from parsed arguments)
 BLOCKS = {
     "tracker": ("t3_tracker", _tracker_args, _tracker),
     "mc_arbiter": ("t3_mc_arbiter", _arbiter_args, _arbiter),
     "nmc": ("t3_nmc", _nmc_args, _nmc),
+    "dma": ("t3_dma", _dma_args, _dma),
 }
 
 

@@ -28,8 +28,12 @@ def _port(dut, name):
     return sig.as_value() if isinstance(sig, data.View) else sig
 
 
-def simulate_dma(params, dparams, scenario, *, max_cycles=200_000, vcd=None, **env_args):
-    """Program ``scenario``'s command table, run it to quiescence, read the statistics."""
+def simulate_dma(params, dparams, scenario, *, max_cycles=200_000, vcd=None, then=(),
+                 **env_args):
+    """Program ``scenario``'s command table, run it to quiescence, read the statistics.
+
+    ``then``: further phases ``[(register writes, triggers), ...]``; after each quiescence the
+    writes (``[(name, value)]``) are made and the triggers offered, and the run goes on."""
     dut = DMAEngine(params, dparams)
     env = DMAEnv(params, dparams, scenario, **env_args)
     inputs = {name: _port(dut, name) for name in INPUTS if env.link or "x__" not in name}
@@ -43,13 +47,23 @@ def simulate_dma(params, dparams, scenario, *, max_cycles=200_000, vcd=None, **e
             await reg_write(ctx, dut.csr, dut.regs, name, value)
         await reg_write(ctx, dut.csr, dut.regs, "cmd", 1)
         start = time.perf_counter()
-        while not env.done() and env.cycle < max_cycles:
-            for name, value in env.drive().items():
-                if name in inputs:
-                    ctx.set(inputs[name], value)
-            values = await ctx.tick().sample(*out_sigs)
-            env.observe(dict(zip(outputs, values[2:])))
-        assert env.done(), f"not quiescent after {max_cycles} cycles"
+        for phase in [None, *then]:
+            if phase is not None:
+                writes, triggers = phase
+                for name in inputs:
+                    if name.endswith("valid"):
+                        ctx.set(inputs[name], 0)
+                for name, value in writes:
+                    await reg_write(ctx, dut.csr, dut.regs, name, value)
+                env.trig.queue.extend(triggers)
+                env.quiet = 0
+            while not env.done() and env.cycle < max_cycles:
+                for name, value in env.drive().items():
+                    if name in inputs:
+                        ctx.set(inputs[name], value)
+                values = await ctx.tick().sample(*out_sigs)
+                env.observe(dict(zip(outputs, values[2:])))
+            assert env.done(), f"not quiescent after {max_cycles} cycles"
         state["wall"] = time.perf_counter() - start
         for name in STAT_REGISTERS:
             regs[name] = await reg_read(ctx, dut.csr, dut.regs, name)

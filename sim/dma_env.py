@@ -75,11 +75,14 @@ class DMAEnv:
         Indices (in issue order) of reads answered with the error flag.
     bad_tags : set of int
         Indices of reads answered with a wrong tag.
+    rx_frames : list of frames
+        Extra frames (``[(tdata, tkeep, tuser, tlast), ...]``) offered on ``rx`` from the
+        first cycle, e.g. malformed ones.
     """
 
     def __init__(self, params, dparams, scenario, *, seed=0, trig_pause=0.0, remote_pause=0.0,
                  resp_pause=0.0, rx_pause=0.0, mem_stall=0.0, tx_stall=0.0, mem_latency=8,
-                 link="loopback", link_latency=4, error_reads=(), bad_tags=()):
+                 link="loopback", link_latency=4, error_reads=(), bad_tags=(), rx_frames=()):
         self.params, self.dparams = params, dparams
         rng = random.Random(seed)
         self.rng = rng
@@ -94,6 +97,7 @@ class DMAEnv:
         self.remote.queue.extend(scenario.remote_stores)
         self.resp = _Source(random.Random(rng.random()), resp_pause)
         self.rx = _Source(random.Random(rng.random()), rx_pause)
+        self.rx.queue.extend((0, beat) for frame in rx_frames for beat in frame)
         self.mem_stall, self.tx_stall = mem_stall, tx_stall
         self.mem_latency, self.link, self.link_latency = mem_latency, link, link_latency
         self.error_reads, self.bad_tags = set(error_reads), set(bad_tags)
@@ -106,6 +110,7 @@ class DMAEnv:
         self.read_log = []          # (cycle, request)
         self.frames, self._frame = [], []
         self.tx_beats = []          # cycle of every tx beat
+        self.frame_starts = []      # cycle of every frame's first beat
         self.trig_taken = []        # cycle of every trigger handshake
         self._drv = {}
         self._pending = {}          # port -> (valid, payload) last cycle, for stability checks
@@ -193,6 +198,8 @@ class DMAEnv:
             if out["tx__tvalid"] and d["tx__tready"]:
                 busy = True
                 self.tx_beats.append(now)
+                if not self._frame:
+                    self.frame_starts.append(now)
                 self._frame.append(beat)
                 if beat[3]:
                     self.frames.append(self._frame)
