@@ -37,6 +37,9 @@ def alu_out_layout(params: T3Params):
 class NearBankALU(wiring.Component):
     """Op-and-store on one beat per cycle.
 
+    ``etypes`` lists the element types that get adders (all four by default); an ``UPDATE`` of
+    another type is refused like a split element.
+
     Ports
     -----
     i : In(stream.Signature(alu_in_layout(params)))
@@ -47,8 +50,9 @@ class NearBankALU(wiring.Component):
         input handshake (registered), and ``i.ready`` = ``~o.valid | o.ready``.
     """
 
-    def __init__(self, params: T3Params):
+    def __init__(self, params: T3Params, etypes=tuple(ElemType)):
         self.params = params
+        self.etypes = tuple(ElemType(e) for e in etypes)
         super().__init__({
             "i": In(stream.Signature(alu_in_layout(params))),
             "o": Out(stream.Signature(alu_out_layout(params))),
@@ -64,6 +68,8 @@ class NearBankALU(wiring.Component):
         sums = {}
         for etype, fmt in ((ElemType.FP16, FP16), (ElemType.BF16, BF16), (ElemType.FP32, FP32),
                            (ElemType.INT32, None)):
+            if etype not in self.etypes:
+                continue
             bits = 8 * ELEM_BYTES[etype]
             lanes = []
             for k in range(p.beat_bits // bits):
@@ -86,7 +92,8 @@ class NearBankALU(wiring.Component):
                     m.d.comb += total.eq(value)
 
         # --- masks: whole elements only for UPDATE -------------------------------------------------
-        bad = (req.op == Op.UPDATE) & ~mask_is_whole(mask, req.etype)
+        built = req.etype.as_value().matches(*(e.value for e in self.etypes))
+        bad = (req.op == Op.UPDATE) & (~mask_is_whole(mask, req.etype) | ~built)
 
         source = Mux(req.op == Op.UPDATE, total, new)
         merged = Signal(p.beat_bits)

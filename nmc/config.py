@@ -58,12 +58,21 @@ class NMCParams:
     rows: int = 8
     resp_depth: int = 16
     timing: HBMTiming = HBMTiming()
+    #: element types the ALUs can add (an ``UPDATE`` of another type is refused with
+    #: ``error``); a prototype that only reduces fp16 and fp32 builds less logic
+    formats: tuple = ("fp16", "bf16", "fp32", "int32")
 
     def __post_init__(self):
         for name in ("bank_groups", "banks", "columns", "rows"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1 or value & (value - 1) or value > 4096:
                 raise ValueError(f"{name} must be a power of two from 1 to 4096, not {value!r}")
+        known = ("fp16", "bf16", "fp32", "int32")
+        if not self.formats or any(f not in known for f in self.formats) or \
+                len(set(self.formats)) != len(self.formats):
+            raise ValueError(f"formats must be distinct names from {known}, "
+                             f"not {self.formats!r}")
+        object.__setattr__(self, "formats", tuple(self.formats))
         if not isinstance(self.resp_depth, int) or not 4 <= self.resp_depth <= 256:
             raise ValueError(f"resp_depth must be an integer from 4 to 256, "
                              f"not {self.resp_depth!r}")
@@ -77,10 +86,18 @@ class NMCParams:
         d["timing"] = self.timing.to_dict()
         return d
 
+    @property
+    def elem_types(self):
+        """The :class:`hw.interfaces.ElemType`\\ s of ``formats``."""
+        from hw.interfaces import ElemType
+        return tuple(ElemType[f.upper()] for f in self.formats)
+
     @classmethod
     def from_dict(cls, d):
         d = dict(d)
         d["timing"] = HBMTiming(**d["timing"])
+        if "formats" in d:
+            d["formats"] = tuple(d["formats"])
         return cls(**d)
 
 

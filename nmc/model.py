@@ -185,6 +185,8 @@ class NMCModel:
         self.wtr_l[g], self.wtr_s = now + t.WTR_L, now + t.WTR_S
         self.last_write = (now, beat)
         result, error = alu_reference(p, old, cmd["data"], cmd["mask"], cmd["op"], cmd["etype"])
+        if op == Op.UPDATE and ElemType(cmd["etype"]) not in self.n.elem_types:
+            result, error = old, 1          # no adder of that type was built
         self.memory[beat] = result
         if error:
             self.counters["errors"] += 1

@@ -87,7 +87,7 @@ class NMCUnit(wiring.Component):
                                                 init=[])
         wr = storage.write_port()
         rd = storage.read_port(domain="sync", transparent_for=(wr,))
-        m.submodules.alu = alu = NearBankALU(p)
+        m.submodules.alu = alu = NearBankALU(p, self.nparams.elem_types)
         resp_layout = data.StructLayout({"resp": mem_response_layout(p), "release": T})
         m.submodules.rfifo = rfifo = SyncFIFO(width=resp_layout.size, depth=n.resp_depth)
 

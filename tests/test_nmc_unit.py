@@ -157,3 +157,30 @@ def test_geometry_refused():
     with pytest.raises(ValueError, match=r"^banks must be a power of two from 1 to 4096, "
                                          r"not 3$"):
         NMCParams(banks=3)
+
+
+
+def test_formats_left_out_are_refused():
+    """A unit built with fp16 and fp32 adders only refuses a bf16 or int32 UPDATE (error,
+    memory unchanged) and still adds fp16 and fp32; responses, cycles and counters equal the
+    model's."""
+    nparams = NMCParams(rows=NP.rows, formats=("fp16", "fp32"))
+    rng = random.Random(3)
+    commands = [command(rng.randrange(64), rng.choice([Op.UPDATE, Op.READ]),
+                        rng.getrandbits(PARAMS.beat_bits), FULL, rng.choice(list(ElemType)),
+                        tag=i % 16) for i in range(80)]
+    run = simulate_nmc(PARAMS, nparams, commands)
+    model = NMCModel(PARAMS, nparams)
+    for head in run.heads:
+        model.step(commands[head] if head is not None else None)
+    for k, ((cycle, got), (want_cycle, want)) in enumerate(zip(run.responses, model.responses)):
+        assert cycle == want_cycle and {f: got[f] for f in want} == want, f"response {k}"
+    refused = sum(c["op"] == Op.UPDATE.value and c["etype"] in (ElemType.BF16.value,
+                                                                ElemType.INT32.value)
+                  for c in commands)
+    assert refused > 0 and run.regs["errors"] == model.counters["errors"] == refused
+
+
+def test_formats_refused():
+    with pytest.raises(ValueError, match="formats must be distinct names"):
+        NMCParams(formats=("fp16", "fp8"))

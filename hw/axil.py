@@ -1,0 +1,147 @@
+"""AXI4-Lite configuration port: the host's (or an FPGA soft core's) view of a node's registers.
+
+:func:`axil_signature` is the bus seen from the host; :class:`AXILiteToCSR` turns it into the
+blocks' simple register bus (:func:`hw.csr.csr_signature`) and :class:`CSRDecoder` splits that
+bus over several blocks by address.  Exported, a port ``cfg`` is ``cfg__awaddr``, ...; bind it
+with cocotbext-axi's ``AxiLiteBus.from_prefix(dut, "cfg_")``.
+"""
+
+from amaranth import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .csr import CSR_DATA_BITS, csr_signature
+
+
+__all__ = ["axil_signature", "AXILiteToCSR", "CSRDecoder", "OKAY", "SLVERR"]
+
+
+OKAY, SLVERR = 0b00, 0b10
+
+
+def axil_signature(addr_bits):
+    """AXI4-Lite, 32-bit data, seen from the host (``Out`` = driven by the host)."""
+    return wiring.Signature({
+        "awaddr": Out(addr_bits), "awprot": Out(3), "awvalid": Out(1), "awready": In(1),
+        "wdata": Out(CSR_DATA_BITS), "wstrb": Out(CSR_DATA_BITS // 8), "wvalid": Out(1),
+        "wready": In(1),
+        "bresp": In(2), "bvalid": In(1), "bready": Out(1),
+        "araddr": Out(addr_bits), "arprot": Out(3), "arvalid": Out(1), "arready": In(1),
+        "rdata": In(CSR_DATA_BITS), "rresp": In(2), "rvalid": In(1), "rready": Out(1),
+    })
+
+
+class AXILiteToCSR(wiring.Component):
+    """AXI4-Lite slave in front of a register bus.
+
+    Ports
+    -----
+    axil : In(axil_signature(addr_bits))
+        Byte addresses; register word ``w`` is at byte ``4 * w``.
+    csr : Out(csr_signature(addr_bits - 2))
+
+    Behaviour
+    ---------
+    One transaction at a time, writes first.  A write is accepted when both ``awvalid`` and
+    ``wvalid`` are high (``awready`` and ``wready`` rise together), strobes the register bus in
+    that cycle and answers ``bresp`` the next cycle.  A write with ``wstrb`` other than ``0xf``
+    or an address not word aligned is not performed and answers ``SLVERR`` (a register is never
+    half written).  A read is accepted with ``arready`` and answered two cycles later with the
+    word (the register bus has one cycle of read latency); a misaligned read answers ``SLVERR``
+    and zero.
+    """
+
+    def __init__(self, addr_bits):
+        self.addr_bits = addr_bits
+        super().__init__({
+            "axil": In(axil_signature(addr_bits)),
+            "csr":  Out(csr_signature(addr_bits - 2)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        bus, csr = self.axil, self.csr
+        r_err = Signal()
+        with m.FSM(name="axil"):
+            with m.State("IDLE"):
+                with m.If(bus.awvalid & bus.wvalid):
+                    ok = (bus.wstrb == 0xF) & (bus.awaddr[:2] == 0)
+                    m.d.comb += [
+                        bus.awready.eq(1), bus.wready.eq(1),
+                        csr.addr.eq(bus.awaddr[2:]), csr.w_data.eq(bus.wdata),
+                        csr.w_stb.eq(ok),
+                    ]
+                    m.d.sync += bus.bresp.eq(SLVERR)
+                    with m.If(ok):
+                        m.d.sync += bus.bresp.eq(OKAY)
+                    m.next = "WRITE_RESP"
+                with m.Elif(bus.arvalid):
+                    m.d.comb += [bus.arready.eq(1), csr.addr.eq(bus.araddr[2:])]
+                    m.d.sync += r_err.eq(bus.araddr[:2] != 0)
+                    m.next = "READ_WAIT"
+            with m.State("WRITE_RESP"):
+                m.d.comb += bus.bvalid.eq(1)
+                with m.If(bus.bready):
+                    m.next = "IDLE"
+            with m.State("READ_WAIT"):
+                # the register bus answers the address of the previous cycle now
+                m.d.sync += [bus.rdata.eq(csr.r_data), bus.rresp.eq(OKAY)]
+                with m.If(r_err):
+                    m.d.sync += [bus.rdata.eq(0), bus.rresp.eq(SLVERR)]
+                m.next = "READ_RESP"
+            with m.State("READ_RESP"):
+                m.d.comb += bus.rvalid.eq(1)
+                with m.If(bus.rready):
+                    m.next = "IDLE"
+        return m
+
+
+class CSRDecoder(wiring.Component):
+    """Splits one register bus over blocks by the word address's upper bits.
+
+    Parameters
+    ----------
+    window_bits : int
+        Word-address bits of each block's window (every block's register file must fit).
+    blocks : list of (name, addr_bits)
+        Block ``k`` answers at word addresses ``k << window_bits`` onwards; its port is
+        ``blocks[k][0]`` (``Out(csr_signature(addr_bits))``).  Addresses beyond the last block
+        read as zero and ignore writes.
+
+    Timing: the register bus's one cycle of read latency is kept (the block selected in the
+    previous cycle drives ``r_data``).
+    """
+
+    def __init__(self, window_bits, blocks):
+        self.window_bits = window_bits
+        self.blocks = list(blocks)
+        sel_bits = max(1, (len(self.blocks) - 1).bit_length())
+        self.addr_bits = window_bits + sel_bits
+        members = {"bus": In(csr_signature(self.addr_bits))}
+        for name, addr_bits in self.blocks:
+            if addr_bits > window_bits:
+                raise ValueError(f"block {name!r} needs {addr_bits} address bits, more than "
+                                 f"the window's {window_bits}")
+            members[name] = Out(csr_signature(addr_bits))
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        bus = self.bus
+        select = bus.addr[self.window_bits:]
+        last = Signal.like(select)
+        last_in = Signal()          # the previous address was inside its block's registers
+        m.d.sync += [last.eq(select), last_in.eq(0)]
+        for index, (name, addr_bits) in enumerate(self.blocks):
+            port = getattr(self, name)
+            inside = (select == index) & (bus.addr[addr_bits:self.window_bits] == 0)
+            m.d.comb += [
+                port.addr.eq(bus.addr[:addr_bits]),
+                port.w_data.eq(bus.w_data),
+                port.w_stb.eq(bus.w_stb & inside),
+            ]
+            with m.If(inside):
+                m.d.sync += last_in.eq(1)
+            with m.If(last_in & (last == index)):
+                m.d.comb += bus.r_data.eq(port.r_data)
+        return m

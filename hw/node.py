@@ -1,0 +1,208 @@
+"""One GPU node of the tensor-parallel group: the four T3 blocks wired around the memory
+controller (T3_SPEC section 2; paper Figure 8).
+
+```
+ compute ─► decoder ─┬─► MC arbiter (compute) ─► MCQ ─► NMC/HBM ─► router ─┬─► resp (CUs)
+  (CUs)              │        ▲ (comm)   │ tap                             ├─► DMA resp (tile reads)
+                     │        │          ▼                                 └─► comm_done (writes)
+                     └─► DMA remote    Tracker ─► DMA trig
+                          DMA mem ─────┘
+              rx ─► DMA ─► tx           cfg (AXI4-Lite) ─► node, Tracker, arbiter, NMC, DMA registers
+```
+"""
+
+import dataclasses
+
+from amaranth import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out, connect
+
+from dma.config import DMAParams
+from dma.rtl import DMAEngine
+from mc_arbiter.config import ArbiterParams
+from mc_arbiter.rtl import MCArbiter
+from nmc.config import NMCParams
+from nmc.rtl import NMCUnit
+from tracker.config import TrackerParams
+from tracker.rtl import Tracker
+from .axil import AXILiteToCSR, CSRDecoder, axil_signature
+from .csr import Reg, RegisterFile, count
+from .interfaces import Op, Stream, link_signature, request_signature, response_signature
+from .params import T3Params
+
+
+__all__ = ["NodeParams", "GPUNode", "node_registers", "BLOCK_ORDER", "WINDOW_BITS",
+           "register_address"]
+
+
+#: Blocks of the configuration space, in address order; block ``k`` starts at byte
+#: ``k << (WINDOW_BITS + 2)``.
+BLOCK_ORDER = ("node", "tracker", "arbiter", "nmc", "dma")
+
+#: Word-address bits of each block's window (256 registers).
+WINDOW_BITS = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeParams:
+    """The geometry of every block of a node (the DMA's ``commands`` must equal the Tracker's
+    ``regions``: a trigger's region selects the command)."""
+    tracker: TrackerParams = TrackerParams(sets=64, ways=8, regions=4)
+    arbiter: ArbiterParams = ArbiterParams(depth=32)
+    nmc: NMCParams = NMCParams()
+    dma: DMAParams = DMAParams()
+
+    def __post_init__(self):
+        if self.dma.commands != self.tracker.regions:
+            raise ValueError(f"dma.commands {self.dma.commands} must equal tracker.regions "
+                             f"{self.tracker.regions}")
+
+    def memory_bytes(self, params: T3Params):
+        """Bytes of the node's memory (the NMC unit's capacity)."""
+        return self.nmc.capacity_beats * params.beat_bytes
+
+    def to_dict(self):
+        return {"tracker": self.tracker.to_dict(), "arbiter": dataclasses.asdict(self.arbiter),
+                "nmc": self.nmc.to_dict(), "dma": self.dma.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(TrackerParams(**d["tracker"]), ArbiterParams(**d["arbiter"]),
+                   NMCParams.from_dict(d["nmc"]), DMAParams(**d["dma"]))
+
+
+def node_registers():
+    """The node's own registers (block ``node``)."""
+    return RegisterFile([
+        Reg("info", 32, "ro", "[7:0] blocks in the configuration space, [15:8] window bits"),
+        Reg("ctrl", 3, "wo", "write 1: [0] drain: the producer kernel ended (MC arbiter), "
+                             "[1] calibration window starts, [2] it ends"),
+        Reg("cycles", 32, "ro", "cycles since reset"),
+        Reg("comm_writes", 32, "ro", "communication-stream writes completed in DRAM "
+                                     "(received remote and DMA stores and updates)"),
+        Reg("compute_resps", 32, "ro", "responses returned on `resp`"),
+        Reg("remote_out", 32, "ro", "compute stores sent to the remote window"),
+    ])
+
+
+def register_address(block, word):
+    """Byte address on ``cfg`` of word ``word`` of block ``block``."""
+    return (BLOCK_ORDER.index(block) << (WINDOW_BITS + 2)) | (word << 2)
+
+
+class GPUNode(wiring.Component):
+    """One GPU's T3 hardware.
+
+    Ports
+    -----
+    compute : In(stream.Signature(memory request))
+        The CUs' requests: the GEMM's input ``READ``\\ s and its output stores (``STORE``, or
+        ``UPDATE`` with ``tracked`` for T3's ``update`` flag), with ``wg_id``/``wf_id``.
+        Stores and updates inside the DMA's remote window (``remote_map``) go to the link as
+        remote updates; everything else enters the MC arbiter's compute stream.
+    resp : Out(stream.Signature(memory response))
+        One response per local compute request, in order (``data`` for reads).
+    comm_done : Out(1)
+        Pulses once for every communication-stream write completed in DRAM (an arriving remote
+        or DMA update or store): the agents' view of data arriving.
+    tx, rx : link (AXI4-Stream)
+        To GPU ``g - 1`` and from GPU ``g + 1`` of the ring.
+    cfg : In(axil_signature(...))
+        AXI4-Lite configuration: block ``k`` of :data:`BLOCK_ORDER` at byte ``k * 1024``; the
+        map is in ``docs/system.md`` (:func:`hw.node.register_address`).
+    """
+
+    def __init__(self, params: T3Params, nparams: NodeParams = NodeParams()):
+        self.params, self.nparams = params, nparams
+        self.tracker = Tracker(params, nparams.tracker)
+        self.arbiter = MCArbiter(params, nparams.arbiter)
+        self.nmc = NMCUnit(params, nparams.nmc)
+        self.dma = DMAEngine(params, nparams.dma)
+        self.regs = node_registers()
+        self.block_regs = {"node": self.regs, "tracker": self.tracker.regs,
+                           "arbiter": self.arbiter.regs, "nmc": self.nmc.regs,
+                           "dma": self.dma.regs}
+        self.decoder = CSRDecoder(WINDOW_BITS, [(name, self.block_regs[name].addr_bits)
+                                                for name in BLOCK_ORDER])
+        self.cfg_addr_bits = self.decoder.addr_bits + 2
+        super().__init__({
+            "compute":   In(request_signature(params)),
+            "resp":      Out(response_signature(params)),
+            "comm_done": Out(1),
+            "tx":        Out(link_signature(params)),
+            "rx":        In(link_signature(params)),
+            "cfg":       In(axil_signature(self.cfg_addr_bits)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.tracker = tracker = self.tracker
+        m.submodules.arbiter = arbiter = self.arbiter
+        m.submodules.nmc = nmc = self.nmc
+        m.submodules.dma = dma = self.dma
+        m.submodules.decoder = decoder = self.decoder
+        m.submodules.axil = axil = AXILiteToCSR(self.cfg_addr_bits)
+
+        # --- configuration -------------------------------------------------------------------
+        connect(m, wiring.flipped(self.cfg), axil.axil)
+        connect(m, axil.csr, decoder.bus)
+        for name, block in (("tracker", tracker), ("arbiter", arbiter), ("nmc", nmc),
+                            ("dma", dma)):
+            connect(m, getattr(decoder, name), block.csr)
+        regs = self.regs
+        cnt = {k: Signal(32, name=f"node_{k}") for k in ("cycles", "comm_writes",
+                                                         "compute_resps", "remote_out")}
+        node_csr = wiring.flipped(decoder.node)
+        regs.elaborate(m, node_csr, {"info": len(BLOCK_ORDER) | WINDOW_BITS << 8, **cnt})
+        ctrl = Signal(3)
+        with m.If(regs.write_strobe("ctrl")):
+            m.d.comb += ctrl.eq(regs.write_data("ctrl"))
+        m.d.comb += [arbiter.drain.eq(ctrl[0]), arbiter.calib_start.eq(ctrl[1]),
+                     arbiter.calib_end.eq(ctrl[2])]
+        count(m, cnt["cycles"], 1, 0)
+
+        # --- compute port: remote window or the local memory controller ----------------------
+        req = self.compute.payload
+        base, size = dma.regs.rw("remote_base"), dma.regs.rw("remote_size")
+        offset = Signal(len(base) + 1)
+        m.d.comb += offset.eq(req.addr - base)
+        to_remote = Signal()
+        m.d.comb += to_remote.eq((req.op != Op.READ) & ~offset[-1] & (offset < size))
+        m.d.comb += [
+            dma.remote.payload.eq(req),
+            arbiter.compute.payload.eq(req),
+            dma.remote.valid.eq(self.compute.valid & to_remote),
+            arbiter.compute.valid.eq(self.compute.valid & ~to_remote),
+            self.compute.ready.eq((to_remote & dma.remote.ready) |
+                                  (~to_remote & arbiter.compute.ready)),
+        ]
+        count(m, cnt["remote_out"], dma.remote.valid & dma.remote.ready, 0)
+
+        # --- memory controller, Tracker, DMA --------------------------------------------------
+        connect(m, dma.mem, arbiter.comm)
+        connect(m, arbiter.tap, tracker.i)
+        connect(m, tracker.o, dma.trig)
+        connect(m, arbiter.o, nmc.cmd)
+        connect(m, dma.tx, wiring.flipped(self.tx))
+        connect(m, wiring.flipped(self.rx), dma.rx)
+
+        # --- responses: CUs, DMA reads, completed communication writes ------------------------
+        r = nmc.resp.payload
+        is_comm = r.stream == Stream.COMM
+        is_read = r.op == Op.READ
+        m.d.comb += [
+            self.resp.payload.eq(r),
+            dma.resp.payload.eq(r),
+            self.resp.valid.eq(nmc.resp.valid & ~is_comm),
+            dma.resp.valid.eq(nmc.resp.valid & is_comm & is_read),
+            self.comm_done.eq(nmc.resp.valid & is_comm & ~is_read),
+        ]
+        with m.If(~is_comm):
+            m.d.comb += nmc.resp.ready.eq(self.resp.ready)
+        with m.Elif(is_read):
+            m.d.comb += nmc.resp.ready.eq(dma.resp.ready)
+        with m.Else():
+            m.d.comb += nmc.resp.ready.eq(1)
+        count(m, cnt["comm_writes"], self.comm_done, 0)
+        count(m, cnt["compute_resps"], self.resp.valid & self.resp.ready, 0)
+        return m

@@ -1,0 +1,315 @@
+"""The driver API of T3's address-space configuration (paper section 4.4, Figure 12;
+T3_SPEC section 8): ``malloc``, ``remote_map``, ``dma_map``, ``gemm``, ``remote_unmap``.
+
+The driver keeps the configuration of every GPU of the ring and turns it into register writes
+on each node's AXI4-Lite port (:meth:`Driver.register_writes`), the way T3's driver programs the
+Tracker and the DMA engine ahead of a fused kernel.  Every call validates its arguments and the
+resulting configuration *before* changing any state: a refused call raises ``ValueError`` naming
+the field and the value, and leaves the driver (and so the hardware) as it was.
+"""
+
+import copy
+import dataclasses
+
+from dma.config import Command, RemoteWindow, check_commands, check_remote
+from hw.interfaces import ELEM_BYTES, ElemType, Op
+from hw.node import BLOCK_ORDER, NodeParams, register_address
+from hw.params import T3Params
+from mc_arbiter.config import Policy
+from mc_arbiter.config import register_values as arbiter_values
+from tracker.config import Region, check_regions, check_schedule
+from tracker.config import register_values as tracker_values
+
+
+__all__ = ["Buffer", "Range", "Driver", "ETYPES"]
+
+
+#: Element type names of the driver API.
+ETYPES = {"fp16": ElemType.FP16, "bf16": ElemType.BF16, "fp32": ElemType.FP32,
+          "int32": ElemType.INT32}
+
+#: Remote-window sources live above every node's memory: a CU store there is never local.
+REMOTE_SPACE = 1 << 30
+
+
+def _int(name, value, lo=0):
+    if not isinstance(value, int) or isinstance(value, bool) or value < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}, not {value!r}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Buffer:
+    """A column-major ``rows x cols`` matrix of ``dtype`` on GPU ``gpu`` at byte ``base``."""
+    name: str
+    gpu: int
+    base: int
+    rows: int
+    cols: int
+    dtype: str
+    uncached: bool = True
+
+    @property
+    def elem_bytes(self):
+        return ELEM_BYTES[ETYPES[self.dtype]]
+
+    @property
+    def size(self):
+        return self.rows * self.cols * self.elem_bytes
+
+    def cols_range(self, first, count):
+        """The :class:`Range` of columns ``[first, first + count)``."""
+        if not 0 <= first or count < 1 or first + count > self.cols:
+            raise ValueError(f"columns [{first}, {first + count}) are outside buffer "
+                             f"{self.name!r} of {self.cols} columns")
+        return Range(self, first, count)
+
+    def whole(self):
+        return Range(self, 0, self.cols)
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """Columns ``[first, first + count)`` of a :class:`Buffer` (contiguous bytes)."""
+    buffer: Buffer
+    first: int
+    count: int
+
+    @property
+    def base(self):
+        return self.buffer.base + self.first * self.buffer.rows * self.buffer.elem_bytes
+
+    @property
+    def size(self):
+        return self.count * self.buffer.rows * self.buffer.elem_bytes
+
+
+@dataclasses.dataclass
+class _GPUConfig:
+    next_free: int
+    buffers: dict = dataclasses.field(default_factory=dict)
+    regions: list = dataclasses.field(default_factory=list)
+    commands: list = dataclasses.field(default_factory=list)
+    remote: RemoteWindow = None
+    policy: Policy = Policy.ROUND_ROBIN
+    threshold: int = None
+    auto_threshold: bool = False
+
+
+class Driver:
+    """T3's driver for a ring of ``gpus`` nodes of geometry ``nparams``.
+
+    The configuration is per GPU; :meth:`register_writes` returns, for one GPU, the AXI4-Lite
+    ``(byte address, word)`` writes that program it (Tracker regions and enable, DMA commands,
+    GPU number and remote window, MC arbiter policy).
+    """
+
+    def __init__(self, params: T3Params, nparams: NodeParams, gpus):
+        self.params, self.nparams = params, nparams
+        self.gpus = _int("gpus", gpus, 2)
+        self.capacity = nparams.memory_bytes(params)
+        self._gpu = [_GPUConfig(next_free=0) for _ in range(gpus)]
+
+    # --- helpers -------------------------------------------------------------------------------
+
+    def _check_gpu(self, name, gpu):
+        if not isinstance(gpu, int) or isinstance(gpu, bool) or not 0 <= gpu < self.gpus:
+            raise ValueError(f"{name} must be a GPU number from 0 to {self.gpus - 1}, "
+                             f"not {gpu!r}")
+        return gpu
+
+    def _transaction(self, change):
+        """Apply ``change(state)`` to a copy, validate the copy, then keep it: a refused
+        configuration leaves the driver untouched."""
+        state = copy.deepcopy(self._gpu)
+        result = change(state)
+        for gpu, cfg in enumerate(state):
+            self._validate(gpu, cfg)
+        self._gpu = state
+        return result
+
+    def _validate(self, gpu, cfg):
+        p, n = self.params, self.nparams
+        check_regions(p, n.tracker, cfg.regions)
+        caps = {g: self.capacity for g in range(self.gpus)}
+        check_commands(p, n.dma, cfg.commands, dst_capacity=caps, gpus=self.gpus)
+        check_remote(p, n.dma, cfg.remote, dst_capacity=caps)
+
+    def buffer(self, gpu, name):
+        try:
+            return self._gpu[gpu].buffers[name]
+        except KeyError:
+            raise KeyError(f"GPU {gpu} has no buffer {name!r}") from None
+
+    def regions(self, gpu):
+        return list(self._gpu[gpu].regions)
+
+    def commands(self, gpu):
+        return list(self._gpu[gpu].commands)
+
+    def remote(self, gpu):
+        return self._gpu[gpu].remote
+
+    # --- the API -------------------------------------------------------------------------------
+
+    def malloc(self, name, gpu, rows, cols, dtype="fp16", uncached=True):
+        """Allocate a ``rows x cols`` column-major matrix on ``gpu`` (beat aligned).  T3's
+        output buffers are ``uncached`` so that every store reaches the memory controller."""
+        self._check_gpu("gpu", gpu)
+        if dtype not in ETYPES:
+            raise ValueError(f"dtype must be one of {sorted(ETYPES)}, not {dtype!r}")
+        _int("rows", rows, 1)
+        _int("cols", cols, 1)
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a non-empty string, not {name!r}")
+
+        def change(state):
+            cfg = state[gpu]
+            if name in cfg.buffers:
+                raise ValueError(f"GPU {gpu} already has a buffer {name!r}")
+            beat = self.params.beat_bytes
+            base = -(-cfg.next_free // beat) * beat
+            buf = Buffer(name, gpu, base, rows, cols, dtype, uncached)
+            if buf.size % beat:
+                raise ValueError(f"buffer {name!r}: {rows} x {cols} {dtype} = {buf.size} "
+                                 f"bytes is not a whole number of {beat}-byte beats")
+            if base + buf.size > self.capacity:
+                raise ValueError(f"buffer {name!r}: {buf.size} bytes at 0x{base:x} exceed GPU "
+                                 f"{gpu}'s memory of {self.capacity} bytes (capacity)")
+            cfg.buffers[name] = buf
+            cfg.next_free = base + buf.size
+            return buf
+        return self._transaction(change)
+
+    def remote_map(self, src: Range, dst_gpu, dst: Range):
+        """CU stores of ``src``'s GPU to ``src`` go to ``dst`` on ``dst_gpu`` instead
+        (fine-grained remote stores).  The window's source side is placed in the remote address
+        space (:data:`REMOTE_SPACE` + offset): the kernel stores there."""
+        self._check_gpu("dst_gpu", dst_gpu)
+        if dst.buffer.gpu != dst_gpu:
+            raise ValueError(f"dst range is on GPU {dst.buffer.gpu}, not dst_gpu {dst_gpu}")
+        if src.size != dst.size:
+            raise ValueError(f"remote_map: src size {src.size} != dst size {dst.size}")
+        gpu = src.buffer.gpu
+
+        def change(state):
+            if state[gpu].remote is not None:
+                raise ValueError(f"GPU {gpu} already has a remote window (one per GPU); "
+                                 f"remote_unmap first")
+            state[gpu].remote = RemoteWindow(REMOTE_SPACE + src.base, src.size, dst_gpu,
+                                             dst.base)
+            return state[gpu].remote
+        return self._transaction(change)
+
+    def remote_address(self, gpu, addr):
+        """Where a kernel on ``gpu`` stores to reach the remote image of local ``addr``."""
+        return REMOTE_SPACE + addr
+
+    def dma_map(self, src: Range, dst_gpu, dst: Range, op="update", updates_per_element=2,
+                granularity=1, tile=(16, 16), tracked_at_dst=True):
+        """When a wavefront tile of ``src`` has ``updates_per_element`` updates per element,
+        send it to ``dst`` on ``dst_gpu`` (``op`` ``"update"``: op-and-store, ``"store"``:
+        copy).  Programs one Tracker region and one DMA command on ``src``'s GPU; ``tile`` is
+        the GEMM's ``(tile_rows, tile_cols)``; ``granularity`` tiles per DMA block."""
+        self._check_gpu("dst_gpu", dst_gpu)
+        ops = {"update": Op.UPDATE, "store": Op.STORE}
+        if op not in ops:
+            raise ValueError(f"op must be 'update' or 'store', not {op!r}")
+        if dst.buffer.gpu != dst_gpu:
+            raise ValueError(f"dst range is on GPU {dst.buffer.gpu}, not dst_gpu {dst_gpu}")
+        if (src.buffer.rows, src.count, src.buffer.dtype) != \
+                (dst.buffer.rows, dst.count, dst.buffer.dtype):
+            raise ValueError(f"dma_map: src is {src.buffer.rows} x {src.count} "
+                             f"{src.buffer.dtype}, dst is {dst.buffer.rows} x {dst.count} "
+                             f"{dst.buffer.dtype}: shapes must match")
+        tile_rows, tile_cols = tile
+        _int("tile rows", tile_rows, 1)
+        _int("tile cols", tile_cols, 1)
+        gpu = src.buffer.gpu
+        etype = ETYPES[src.buffer.dtype]
+        command = Command(src_base=src.base, rows=src.buffer.rows, cols=src.count,
+                          ld=src.buffer.rows, tile_rows=tile_rows, tile_cols=tile_cols,
+                          dst_gpu=dst_gpu, dst_base=dst.base, op=ops[op], etype=etype,
+                          granularity=granularity, tracked=tracked_at_dst)
+        region = Region(src.base, src.size, tile_rows * tile_cols, updates_per_element)
+
+        def change(state):
+            state[gpu].regions.append(region)
+            state[gpu].commands.append(command)
+            return len(state[gpu].regions) - 1
+        return self._transaction(change)
+
+    def remote_unmap(self, gpu=None):
+        """Remove the remote window of ``gpu`` (all GPUs by default)."""
+        gpus = range(self.gpus) if gpu is None else [self._check_gpu("gpu", gpu)]
+
+        def change(state):
+            for g in gpus:
+                state[g].remote = None
+        self._transaction(change)
+
+    def dma_unmap(self, gpu=None):
+        """Remove every Tracker region and DMA command of ``gpu`` (all by default)."""
+        gpus = range(self.gpus) if gpu is None else [self._check_gpu("gpu", gpu)]
+
+        def change(state):
+            for g in gpus:
+                state[g].regions, state[g].commands = [], []
+        self._transaction(change)
+
+    def set_arbitration(self, policy, threshold=None, auto_threshold=False):
+        """The MC arbiter's policy on every GPU (``Policy`` or its name)."""
+        if isinstance(policy, str):
+            try:
+                policy = Policy[policy.upper()]
+            except KeyError:
+                raise ValueError(f"policy must be one of {[p.name for p in Policy]}, "
+                                 f"not {policy!r}") from None
+        arbiter_values(self.nparams.arbiter, policy, threshold=threshold,
+                       auto_threshold=auto_threshold)     # validates
+
+        def change(state):
+            for cfg in state:
+                cfg.policy, cfg.threshold, cfg.auto_threshold = policy, threshold, auto_threshold
+        self._transaction(change)
+
+    def gemm(self, out: Buffer, stages, wfs_per_wg, update=True, tracked_gpu=None):
+        """Check a fused GEMM launch against the configuration: with ``update`` the output
+        stores are op-and-stores counted by the Tracker, so the tracked workgroups of the
+        ``stages`` (lists of ``wg_id``) must never fill a Tracker set; returns the kernel's
+        launch record."""
+        if not isinstance(out, Buffer):
+            raise ValueError(f"out must be a Buffer from malloc, not {out!r}")
+        if update and not out.uncached:
+            raise ValueError(f"gemm(update=True) needs an uncached output buffer; "
+                             f"{out.name!r} is cached")
+        gpu = out.gpu if tracked_gpu is None else tracked_gpu
+        if update:
+            check_schedule(self.params, self.nparams.tracker, stages, wfs_per_wg)
+        return {"gpu": gpu, "out": out, "update": update}
+
+    # --- programming ---------------------------------------------------------------------------
+
+    def named_writes(self, gpu):
+        """``[(block, register, value), ...]`` that program ``gpu``."""
+        from dma.config import register_values as dma_values
+        cfg = self._gpu[self._check_gpu("gpu", gpu)]
+        p, n = self.params, self.nparams
+        writes = [("tracker", name, value) for name, value in
+                  tracker_values(n.tracker, cfg.regions, enable=True)]
+        writes += [("dma", name, value) for name, value in
+                   dma_values(p, n.dma, cfg.commands, gpu_id=gpu, remote=cfg.remote)]
+        writes += [("arbiter", name, value) for name, value in
+                   arbiter_values(n.arbiter, cfg.policy, threshold=cfg.threshold,
+                                  auto_threshold=cfg.auto_threshold)]
+        return writes
+
+    def register_writes(self, gpu, regs):
+        """AXI4-Lite ``[(byte address, word), ...]`` for :meth:`named_writes`; ``regs`` maps a
+        block name to its :class:`hw.csr.RegisterFile`."""
+        out = []
+        for block, name, value in self.named_writes(gpu):
+            assert block in BLOCK_ORDER
+            for word, data in regs[block].word_writes(name, value):
+                out.append((register_address(block, word), data))
+        return out

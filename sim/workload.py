@@ -1,0 +1,247 @@
+"""Workload generator: a tensor-parallel GEMM whose output feeds a ring reduce-scatter.
+
+Each GPU ``g`` of ``G`` multiplies its slices ``A[g]`` (``M x K``) and ``B[g]`` (``K x N``) into
+a partial output ``p[g] = A[g] @ B[g]`` (``M x N``, column-major, rounded to the element type):
+real numbers from seeded random inputs (numpy).  The output is split into ``G`` chunks of
+``N / G`` columns; GPU ``g`` computes them in the staggered order of T3_SPEC section 3 (ring
+step ``s = 1..G``: chunk ``(g + s) mod G``).  Each wavefront (WF) writes one ``tile_rows x
+tile_cols`` output tile; ``wfs_per_wg`` WFs of one chunk form a workgroup (WG).
+
+CU throughput model
+-------------------
+``cus`` compute units run one WG each.  A WG first reads its inputs (DRAM beats: the WG's flops
+times the DRAM bytes per flop of the paper's 256 x 128 macro tiles, (256 + 128) x elem_bytes /
+(2 x 256 x 128), i.e. what a real tiled GEMM reads after its L2/LDS reuse), spread over ``A`` and
+``B``; then it computes for ``flops / (flops_per_cycle / cus)`` cycles; then it stores its tiles
+(every beat of every tile).  The stores are op-and-stores with T3's ``update`` flag, or plain
+stores for the Sequential baseline.
+
+Scaling (presets)
+-----------------
+The paper's system (Table 1): HBM2 1 TB/s at 1 GHz = 1000 B/cycle; ring links 150 GB/s
+bi-directional, 75 B/cycle each way; 80 CUs at 1.4 GHz, 28.7 fp16 TFLOP/s = 28,672 flop/cycle.
+The model's HBM streams at most 0.5 beat (16 B) per cycle (CCD_S = 2).  CU throughput, link and
+HBM bandwidth are scaled **together** by ``c = 1000 / 16 = 62.5``: link 1.2 B/cycle (3/80 beat),
+fp16 459 flop/cycle (fp32: half).  Then the GEMM : RS time ratio, ``2 M N K / F`` over ``(G-1)/G
+x M N e / L``, equals the paper's for the same ``K``, whatever ``M`` and ``N``: the presets keep
+the sub-layer's ``K`` and shrink ``M x N`` (tokens x hidden) so that a run takes seconds.
+"""
+
+import dataclasses
+import math
+
+import numpy as np
+
+from hw.interfaces import ELEM_BYTES
+from nmc.model import lane_dtype
+from .driver import ETYPES
+
+
+__all__ = ["GemmSpec", "WorkGroup", "Workload", "PRESETS", "preset", "PAPER", "SCALE",
+           "ring_reference"]
+
+
+#: The paper's system (Table 1), per 1 GHz memory cycle.
+PAPER = {"hbm_bytes_per_cycle": 1000.0, "link_bytes_per_cycle": 75.0,
+         "fp16_flops_per_cycle": 80 * 64 * 2 * 2 * 1.4, "link_latency_ns": 500,
+         "macro_tile": (256, 128)}
+
+#: The model's HBM: one beat every CCD_S = 2 cycles.
+MODEL_HBM_BYTES_PER_CYCLE = 16.0
+
+#: Bandwidth and CU throughput scale factor (paper / model).
+SCALE = PAPER["hbm_bytes_per_cycle"] / MODEL_HBM_BYTES_PER_CYCLE
+
+#: Scaled link: 1.2 B/cycle = 3/80 of a 32-byte beat per cycle.
+LINK_BANDWIDTH = (3, 80)
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmSpec:
+    """One GEMM ``M x N x K`` per GPU and its execution model (see the module doc)."""
+    m: int = 64
+    n: int = 128
+    k: int = 64
+    dtype: str = "fp16"
+    tile_rows: int = 16
+    tile_cols: int = 16
+    wfs_per_wg: int = 4
+    cus: int = 4
+    flops_per_cycle: float = None     # per GPU; default: the paper's, scaled
+    name: str = "custom"
+
+    def __post_init__(self):
+        for field in ("m", "n", "k", "tile_rows", "tile_cols", "wfs_per_wg", "cus"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{field} must be a positive integer, not {value!r}")
+        if self.dtype not in ("fp16", "fp32"):
+            raise ValueError(f"dtype must be 'fp16' or 'fp32', not {self.dtype!r}")
+        if self.flops_per_cycle is not None and not self.flops_per_cycle > 0:
+            raise ValueError(f"flops_per_cycle must be positive, not {self.flops_per_cycle!r}")
+
+    @property
+    def elem_bytes(self):
+        return ELEM_BYTES[ETYPES[self.dtype]]
+
+    @property
+    def flops(self):
+        return self.flops_per_cycle or \
+            PAPER["fp16_flops_per_cycle"] / SCALE / (1 if self.dtype == "fp16" else 2)
+
+    def check(self, params, gpus):
+        """Refuse a spec the ring and the hardware cannot run, naming the field."""
+        beat = params.beat_bytes
+        if (self.tile_rows * self.elem_bytes) % beat:
+            raise ValueError(f"tile_rows {self.tile_rows} x {self.elem_bytes} bytes is not a "
+                             f"whole number of {beat}-byte beats")
+        if self.m % self.tile_rows:
+            raise ValueError(f"m {self.m} is not a multiple of tile_rows {self.tile_rows}")
+        if self.n % (gpus * self.tile_cols):
+            raise ValueError(f"n {self.n} is not a multiple of gpus x tile_cols = "
+                             f"{gpus} x {self.tile_cols}: chunks must be whole tiles")
+        tiles = (self.m // self.tile_rows) * (self.n // gpus // self.tile_cols)
+        if tiles % self.wfs_per_wg:
+            raise ValueError(f"a chunk's {tiles} tiles are not a whole number of workgroups "
+                             f"of wfs_per_wg {self.wfs_per_wg}")
+        if self.wfs_per_wg > (1 << params.wf_id_bits):
+            raise ValueError(f"wfs_per_wg {self.wfs_per_wg} does not fit wf_id_bits "
+                             f"{params.wf_id_bits}")
+        return self
+
+
+@dataclasses.dataclass
+class WorkGroup:
+    wg_id: int
+    chunk: int
+    step: int
+    tiles: list        # [(row0, col0)] element coordinates in C, one per WF
+
+
+#: Sub-layers of Table 2 that need an all-reduce: name -> K as a multiple of H / TP.
+SUBLAYERS = {"OP": 1, "FC-2": 4, "FC-1": 4, "IP": 3}
+#: Models of Table 2: name -> (hidden H, tokens SL x B, TP degrees).
+MODELS = {"Mega-GPT-2": (3072, 16 * 1024, (8, 16)), "T-NLG": (4256, 8 * 1024, (8, 16)),
+          "GPT-3": (12 * 1024, 2 * 1024, (32,)), "PALM": (18 * 1024, 2 * 1024, (32,)),
+          "MT-NLG": (20 * 1024, 2 * 1024, (32,))}
+
+
+def _presets():
+    out = {}
+    for model, (hidden, tokens, tps) in MODELS.items():
+        for tp in tps:
+            for sub, mult in SUBLAYERS.items():
+                k = mult * hidden // tp
+                k = max(16, k - k % 16)
+                out[f"{model}-{sub}-TP{tp}"] = {"model": model, "sublayer": sub, "tp": tp,
+                                                "paper_mnk": (tokens, hidden, k), "k": k}
+    return out
+
+
+#: ``name -> description``; :func:`preset` turns one into a :class:`GemmSpec`.
+PRESETS = _presets()
+
+
+def preset(name, gpus, m=64, n_per_gpu=32, dtype="fp16"):
+    """The scaled :class:`GemmSpec` of a Table 2 sub-layer: the paper's ``K`` (rounded to 16),
+    ``M = m`` and ``N = n_per_gpu x gpus``; CU throughput and bandwidths scaled by
+    :data:`SCALE` (the GEMM : RS ratio is the paper's)."""
+    if name not in PRESETS:
+        raise ValueError(f"preset must be one of {sorted(PRESETS)}, not {name!r}")
+    return GemmSpec(m=m, n=n_per_gpu * gpus, k=PRESETS[name]["k"], dtype=dtype, name=name)
+
+
+def ring_reference(partials, dtype, zero_start=True):
+    """Final chunk values of the ring reduce-scatter (T3_SPEC section 3): chunk ``o`` is
+    ``(((0 + p[o-1]) + p[o-2]) + ... + p[o-N+1]) + p[o]``, each ``+`` rounded in ``dtype``
+    (``zero_start``: T3's buffers start at zero; the CU baseline starts from ``p[o-1]``).
+    Returns the full ``M x N`` array of final values (each chunk where its owner holds it)."""
+    g_count = len(partials)
+    out = np.empty_like(partials[0])
+    n = partials[0].shape[1] // g_count
+    for o in range(g_count):
+        cols = slice(o * n, (o + 1) * n)
+        acc = np.zeros_like(partials[0][:, cols])
+        first = True
+        for d in list(range(1, g_count)) + [0]:
+            part = partials[(o - d) % g_count][:, cols]
+            with np.errstate(all="ignore"):
+                acc = (acc + part).astype(dtype) if (zero_start or not first) else part.copy()
+            first = False
+        out[:, cols] = acc
+    return out
+
+
+class Workload:
+    """Inputs, partial outputs and per-GPU WG schedules of one fused GEMM + RS."""
+
+    def __init__(self, spec: GemmSpec, gpus, params, seed=1):
+        self.spec = spec.check(params, gpus)
+        self.gpus, self.params, self.seed = gpus, params, seed
+        rng = np.random.default_rng(seed)
+        dt = lane_dtype(ETYPES[spec.dtype])
+        self.dtype = dt
+        scale = 1.0 / math.sqrt(spec.k)
+        self.a = [(rng.standard_normal((spec.m, spec.k)) * scale).astype(dt)
+                  for _ in range(gpus)]
+        self.b = [rng.standard_normal((spec.k, spec.n)).astype(dt) for _ in range(gpus)]
+        self.partials = [(a.astype(np.float32) @ b.astype(np.float32)).astype(dt)
+                         for a, b in zip(self.a, self.b)]
+        self.chunk_cols = spec.n // gpus
+        self.schedule = [self._schedule(g) for g in range(gpus)]
+
+    def _schedule(self, g):
+        s = self.spec
+        wgs, wg_id = [], 0
+        for step in range(1, self.gpus + 1):
+            chunk = (g + step) % self.gpus
+            tiles = [(r, chunk * self.chunk_cols + c)
+                     for c in range(0, self.chunk_cols, s.tile_cols)
+                     for r in range(0, s.m, s.tile_rows)]
+            for k in range(0, len(tiles), s.wfs_per_wg):
+                wgs.append(WorkGroup(wg_id, chunk, step, tiles[k:k + s.wfs_per_wg]))
+                wg_id += 1
+        return wgs
+
+    def stages(self, g, steps):
+        """``wg_id`` lists of GPU ``g``'s ring steps ``steps`` (the Tracker's stages)."""
+        return [[wg.wg_id for wg in self.schedule[g] if wg.step == s] for s in steps]
+
+    # --- the CU throughput model ---------------------------------------------------------------
+
+    def wg_flops(self):
+        s = self.spec
+        return 2 * s.tile_rows * s.tile_cols * s.k * s.wfs_per_wg
+
+    def wg_read_beats(self):
+        s = self.spec
+        tm, tn = PAPER["macro_tile"]
+        bytes_per_flop = (tm + tn) * s.elem_bytes / (2 * tm * tn)
+        return max(1, math.ceil(self.wg_flops() * bytes_per_flop / self.params.beat_bytes))
+
+    def wg_compute_cycles(self):
+        s = self.spec
+        return max(1, math.ceil(self.wg_flops() / (s.flops / s.cus)))
+
+    def tile_beats(self, g, row0, col0):
+        """``[(byte offset in C, beat value)]`` of GPU ``g``'s partial tile at ``(row0,
+        col0)``, column by column."""
+        s, p = self.spec, self.params
+        e = s.elem_bytes
+        per_beat = p.beat_bytes // e
+        part = self.partials[g]
+        out = []
+        for c in range(col0, col0 + s.tile_cols):
+            column = part[row0:row0 + s.tile_rows, c]
+            raw = column.tobytes()
+            for k in range(0, s.tile_rows, per_beat):
+                offset = (c * s.m + row0 + k) * e
+                out.append((offset, int.from_bytes(raw[k * e:(k + per_beat) * e], "little")))
+        return out
+
+    def summary(self):
+        s = self.spec
+        gemm = 2 * s.m * s.n * s.k / s.flops
+        rs = (self.gpus - 1) / self.gpus * s.m * s.n * s.elem_bytes / \
+            (LINK_BANDWIDTH[0] / LINK_BANDWIDTH[1] * self.params.beat_bytes)
+        return {"gemm_cycles_estimate": gemm, "rs_cycles_estimate": rs, "ratio": gemm / rs}
