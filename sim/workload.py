@@ -191,16 +191,20 @@ class Workload:
         self.schedule = [self._schedule(g) for g in range(gpus)]
 
     def _schedule(self, g):
+        """GPU ``g``'s workgroups in execution order.  ``wg_id`` is the WG's index in the
+        kernel's output grid (chunk by chunk), the same on every GPU: the two updates of one
+        tile (local and arriving) must name the same Tracker entry."""
         s = self.spec
-        wgs, wg_id = [], 0
+        wgs = []
         for step in range(1, self.gpus + 1):
             chunk = (g + step) % self.gpus
             tiles = [(r, chunk * self.chunk_cols + c)
                      for c in range(0, self.chunk_cols, s.tile_cols)
                      for r in range(0, s.m, s.tile_rows)]
-            for k in range(0, len(tiles), s.wfs_per_wg):
-                wgs.append(WorkGroup(wg_id, chunk, step, tiles[k:k + s.wfs_per_wg]))
-                wg_id += 1
+            per_chunk = len(tiles) // s.wfs_per_wg
+            for k in range(per_chunk):
+                wgs.append(WorkGroup(chunk * per_chunk + k, chunk, step,
+                                     tiles[k * s.wfs_per_wg:(k + 1) * s.wfs_per_wg]))
         return wgs
 
     def stages(self, g, steps):

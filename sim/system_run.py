@@ -1,0 +1,80 @@
+"""Run one configuration of the system on a simulator (the ``t3 run`` and ``t3 compare``
+commands, ``t3 bench system`` and the system tests use this)."""
+
+import json
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from hw.node import NodeParams
+from hw.params import T3Params
+from nmc.config import NMCParams
+from .runner import default_sim, design_key, run_for_result
+from .workload import LINK_BANDWIDTH
+
+
+__all__ = ["system_params", "run_config", "LINK_LATENCY"]
+
+
+#: Link latency of the scaled system, cycles (the paper's 500 ns at 1 GHz is 500 cycles; the
+#: scaled workloads are small enough that this would dominate a step: see docs/system.md).
+LINK_LATENCY = 64
+
+
+def system_params(dtype="fp16", memory_rows=8):
+    """``(T3Params, NodeParams)`` of the system's nodes: the ALUs add the run's type only... and
+    fp32, which the configurations do not need but costs little; memory ``memory_rows`` rows
+    per bank (8: 128 KiB per GPU)."""
+    formats = ("fp16", "fp32")
+    return T3Params(), NodeParams(nmc=NMCParams(rows=memory_rows, formats=formats))
+
+
+def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=None,
+               progress=None, memory_rows=8, latency=LINK_LATENCY, bandwidth=LINK_BANDWIDTH):
+    """Run ``config`` on a ring of ``gpus``; returns the result dict of
+    :func:`sim.system.run_system`.  ``progress(line)`` sees the testbench's progress lines."""
+    from hw.ring import Ring
+    import sim.system as tb
+    sim = sim or default_sim()
+    params, nparams = system_params(spec.dtype, memory_rows)
+    build_dir = Path(build_dir or tempfile.mkdtemp(prefix=f"t3_system_{config}_"))
+    build_dir.mkdir(parents=True, exist_ok=True)
+    progress_file = build_dir / "progress.txt"
+    progress_file.write_text("")
+    config_json = {"params": params.to_dict(), "nparams": nparams.to_dict(), "gpus": gpus,
+                   "spec": spec.__dict__, "config": config, "seed": seed,
+                   "progress": str(progress_file)}
+    key = design_key("ring", params.to_dict(), nparams.to_dict(), gpus, latency, bandwidth)
+
+    def make():
+        return Ring(params, nparams, gpus=gpus, latency=latency, num=bandwidth[0],
+                    den=bandwidth[1])
+    stop = threading.Event()
+
+    def follow():
+        seen = 0
+        while not stop.wait(0.5):
+            lines = progress_file.read_text().splitlines()
+            for line in lines[seen:]:
+                progress(line)
+            seen = len(lines)
+    watcher = None
+    if progress is not None:
+        watcher = threading.Thread(target=follow, daemon=True)
+        watcher.start()
+    try:
+        result = run_for_result(make, f"t3_ring{gpus}", tb.__name__, "run_system",
+                                config_json, sim, build_dir, waves=bool(wave),
+                                cache_key=key, cxx_opt="-O0")
+    finally:
+        stop.set()
+        if watcher is not None:
+            watcher.join()
+    if wave:
+        dumps = sorted(build_dir.glob("*.vcd")) + sorted(build_dir.glob("*.fst"))
+        if not dumps:
+            raise RuntimeError(f"the simulator wrote no waveform in {build_dir}")
+        Path(wave).write_bytes(dumps[0].read_bytes())
+        result["wave"] = str(wave)
+    return result
