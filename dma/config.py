@@ -36,7 +36,7 @@ __all__ = [
 
 #: Statistics and status registers that the test layers read back after a run.
 STAT_REGISTERS = ("status", "errors", "triggers", "blocks", "tiles_sent", "remote_sent",
-                  "beats_sent", "beats_received", "packets_received", "reads", "link_busy",
+                  "remote_packets", "beats_sent", "beats_received", "packets_received", "reads", "link_busy",
                   "trigger_stall")
 
 #: Fields of a command's ``mode`` register: name -> (lsb, width).
@@ -72,6 +72,10 @@ class DMAParams:
         Largest DMA block in wavefront tiles, 1 to 64 (size of each command's pending store).
     gpu_bits : int
         Width of a GPU number on the link, 1 to 8.
+    remote_burst : int
+        Most remote stores combined into one link packet, 1 to 64.
+    remote_flush : int
+        Cycles without a new remote store after which an open packet leaves, 1 to 255.
     dim_bits : int
         Width of the dimension registers (``rows``, ``cols``, ``ld``, ``tile_rows``,
         ``tile_cols``), 4 to 24.
@@ -83,11 +87,14 @@ class DMAParams:
     max_granularity: int = 8
     gpu_bits: int = 4
     dim_bits: int = 16
+    remote_burst: int = 8
+    remote_flush: int = 4
 
     def __post_init__(self):
         for name, lo, hi in (("commands", 1, 16), ("trigger_depth", 2, 256),
                              ("buffer_beats", 4, 1024), ("max_granularity", 1, 64),
-                             ("gpu_bits", 1, 8), ("dim_bits", 4, 24)):
+                             ("gpu_bits", 1, 8), ("dim_bits", 4, 24), ("remote_burst", 1, 64),
+                             ("remote_flush", 1, 255)):
             value = getattr(self, name)
             if not _is_int(value) or not lo <= value <= hi:
                 raise ValueError(f"{name} must be an integer from {lo} to {hi}, not {value!r}")
@@ -383,7 +390,8 @@ def dma_registers(params: T3Params, dparams: DMAParams):
         Reg("triggers", 32, "ro", "triggers taken from the queue"),
         Reg("blocks", 32, "ro", "DMA blocks released (granularity tiles each)"),
         Reg("tiles_sent", 32, "ro", "tile packets sent"),
-        Reg("remote_sent", 32, "ro", "remote-store packets sent"),
+        Reg("remote_sent", 32, "ro", "remote stores sent (payload beats)"),
+        Reg("remote_packets", 32, "ro", "remote-store packets sent (write combining)"),
         Reg("beats_sent", 32, "ro", "payload beats sent on tx"),
         Reg("beats_received", 32, "ro", "payload beats received on rx and written to memory"),
         Reg("packets_received", 32, "ro", "packet headers accepted on rx"),

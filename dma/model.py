@@ -157,14 +157,17 @@ class DMAModel:
         self.sent.append(packet)
         return packet
 
-    def receive(self, packet):
-        """Memory requests of a well-formed received packet (wrong GPU: none, status)."""
+    def receive(self, packet, count=True):
+        """Memory requests of a well-formed received packet (wrong GPU: none, status);
+        ``count=False`` leaves the counters and status alone."""
         h = packet.header
         if h["dst_gpu"] != self.gpu_id:
-            self._error(Status.RX_WRONG_GPU)
+            if count:
+                self._error(Status.RX_WRONG_GPU)
             return []
-        self.counters["packets_received"] += 1
-        self.counters["beats_received"] += len(packet.beats)
+        if count:
+            self.counters["packets_received"] += 1
+            self.counters["beats_received"] += len(packet.beats)
         return [{"addr": a, "data": d, "mask": k, "op": h["op"], "stream": Stream.COMM.value,
                  "source": h["source"], "wg_id": h["wg_id"], "wf_id": h["wf_id"],
                  "tracked": h["tracked"], "etype": h["etype"], "tag": 0}
@@ -230,21 +233,44 @@ def expected_image(params, memory0, commands, tiles_sent, gpu_is_dst=True):
     return image
 
 
+def remote_beats(packets, params):
+    """Per-store records ``(header fields without beats/seg_beats/stride/addr, addr, data,
+    keep)`` of remote packets, in order."""
+    out = []
+    for pk in packets:
+        h = {k: int(v) for k, v in pk.header.items()}
+        base = {k: v for k, v in h.items() if k not in ("beats", "seg_beats", "stride", "addr")}
+        for addr, (d, k) in zip(packet_addresses(params, h), pk.beats):
+            out.append((tuple(sorted(base.items())), addr, d, k))
+    return out
+
+
 def check_dma_run(model: DMAModel, sent_packets, memory, expected, regs=None):
     """Scoreboard.  ``sent_packets``: what the hardware sent on ``tx`` (in order);
     ``memory``/``expected``: the final image and numpy's; ``regs``: the statistics registers
-    read back.  Raises ``AssertionError`` naming the first disagreement."""
+    read back.  Tile packets must equal the model's one for one; remote packets (write
+    combining groups stores by timing) must carry the model's stores in order, each packet at
+    most ``remote_burst`` beats of consecutive addresses.  Raises ``AssertionError`` naming the
+    first disagreement."""
+    p = model.params
     want_tiles = [pk for pk in model.sent if pk.header["source"] == Source.DMA.value]
     want_remote = [pk for pk in model.sent if pk.header["source"] == Source.REMOTE.value]
     got_tiles = [pk for pk in sent_packets if pk.header["source"] == Source.DMA.value]
     got_remote = [pk for pk in sent_packets if pk.header["source"] == Source.REMOTE.value]
-    for kind, got, want in (("tile", got_tiles, want_tiles), ("remote", got_remote,
-                                                              want_remote)):
-        assert len(got) == len(want), f"{len(got)} {kind} packets sent, model says {len(want)}"
-        for i, (g, w) in enumerate(zip(got, want)):
-            gh = {k: int(v) for k, v in g.header.items()}
-            assert gh == w.header, f"{kind} packet {i}: header {gh} != model {w.header}"
-            assert g.beats == w.beats, f"{kind} packet {i} (header {w.header}): payload differs"
+    assert len(got_tiles) == len(want_tiles), \
+        f"{len(got_tiles)} tile packets sent, model says {len(want_tiles)}"
+    for i, (g, w) in enumerate(zip(got_tiles, want_tiles)):
+        gh = {k: int(v) for k, v in g.header.items()}
+        assert gh == w.header, f"tile packet {i}: header {gh} != model {w.header}"
+        assert g.beats == w.beats, f"tile packet {i} (header {w.header}): payload differs"
+    for i, pk in enumerate(got_remote):
+        h = pk.header
+        assert 1 <= h["beats"] <= model.dparams.remote_burst and h["seg_beats"] == h["beats"], \
+            f"remote packet {i}: {h['beats']} beats, segment {h['seg_beats']}"
+    got_r, want_r = remote_beats(got_remote, p), remote_beats(want_remote, p)
+    assert len(got_r) == len(want_r), f"{len(got_r)} remote stores sent, model says {len(want_r)}"
+    for i, (g, w) in enumerate(zip(got_r, want_r)):
+        assert g == w, f"remote store {i}: sent {g}, model says {w}"
     got = np.frombuffer(bytes(memory), dtype=np.uint8)
     diff = np.flatnonzero(got != expected)
     assert diff.size == 0, (f"memory differs from numpy at {diff.size} bytes, first at "
@@ -254,3 +280,5 @@ def check_dma_run(model: DMAModel, sent_packets, memory, expected, regs=None):
             f"status {Status.describe(regs['status'])} != model {Status.describe(model.status)}"
         for name, value in model.counters.items():
             assert regs[name] == value, f"counter {name} = {regs[name]}, model says {value}"
+        assert regs["remote_packets"] == len(got_remote), \
+            f"remote_packets = {regs['remote_packets']}, {len(got_remote)} were sent"

@@ -50,10 +50,13 @@ class DMAEngine(wiring.Component):
         command index).  They enter a ``trigger_depth`` queue; ``trig.ready`` is low only while
         the queue is full (the Tracker then holds its trigger; none is dropped).
     remote : In(stream.Signature(memory request))
-        The CUs' stores to the ``remote_map`` window (ring step 1).  Each becomes a one-beat
-        packet to ``remote_dst_gpu`` at ``remote_dst_base + (addr - remote_base)``, keeping
-        ``op``, ``mask``, ``tracked``, ``wg_id``, ``wf_id`` and ``etype``.  A ``READ`` or an
-        address outside the window is taken and dropped with ``status.remote_range``.
+        The CUs' stores to the ``remote_map`` window (ring step 1).  Each goes to
+        ``remote_dst_gpu`` at ``remote_dst_base + (addr - remote_base)``, keeping ``op``,
+        ``mask`` (as ``tkeep``), ``tracked``, ``wg_id``, ``wf_id`` and ``etype``.  Write
+        combining: consecutive stores to consecutive addresses with the same attributes share
+        one packet of up to ``remote_burst`` beats; a packet leaves when the run breaks, is
+        full, or no store has come for ``remote_flush`` cycles.  A ``READ`` or an address
+        outside the window is taken and dropped with ``status.remote_range``.
     mem : Out(stream.Signature(memory request))
         Communication-stream requests into the memory controller: the tiles' beat ``READ``\\ s
         (``source = DMA``, ``tag`` = read sequence number) and the received packets'
@@ -112,7 +115,8 @@ class DMAEngine(wiring.Component):
         # --- registers and statistics ---------------------------------------------------
         status = Signal(7)
         cnt = {name: Signal(COUNTER_BITS, name=f"cnt_{name}") for name in (
-            "errors", "triggers", "blocks", "tiles_sent", "remote_sent", "beats_sent",
+            "errors", "triggers", "blocks", "tiles_sent", "remote_sent", "remote_packets",
+            "beats_sent",
             "beats_received", "packets_received", "reads", "link_busy", "trigger_stall")}
         info = Const(n | (G << 8) | (dp.buffer_beats << 16), 32)
         regs.elaborate(m, self.csr, {"info": info, "status": status, **cnt})
@@ -128,7 +132,7 @@ class DMAEngine(wiring.Component):
         n_errors = Signal(range(len(ev) + 1))
         m.d.comb += n_errors.eq(sum(v for v in ev.values()))
         inc = {k: Signal(name=f"inc_{k}") for k in (
-            "triggers", "blocks", "tiles_sent", "remote_sent", "packets_received")}
+            "triggers", "blocks", "tiles_sent", "remote_packets", "packets_received")}
         for k, event in inc.items():
             count(m, cnt[k], event, clear_counters)
         with m.If(clear_counters):
@@ -340,30 +344,70 @@ class DMAEngine(wiring.Component):
                 m.d.comb += ev["resp_order"].eq(self.resp.payload.tag != exp_tag)
             m.d.comb += ev["mem_error"].eq(self.resp.payload.error)
 
-        # --- packetizer ----------------------------------------------------------------------
-        tx = self.tx
-        hdr_head = data.View(self.hdr_layout, hdr_q.r_data)
+        # --- remote stores: window check and write combining -----------------------------------
+        # A store inside the window joins the open *run* when it continues it (next address,
+        # same op, etype, tracked, wg_id, wf_id) and the run is shorter than remote_burst;
+        # otherwise the run is closed (its header queued) and a new one opens.  A run also
+        # closes after remote_flush cycles without a store.  Runs leave as one packet each.
         rem = self.remote.payload
         r_base, r_size = regs.rw("remote_base"), regs.rw("remote_size")
         r_off = Signal(A + 1)
         m.d.comb += r_off.eq(rem.addr - r_base)
         rem_ok = Signal()
         m.d.comb += rem_ok.eq(~r_off[A] & (r_off < r_size) & (rem.op != Op.READ))
-        rem_hdr = Signal(self.hdr_layout)
+        dst_addr = Signal(A)
+        m.d.comb += dst_addr.eq(regs.rw("remote_dst_base") + r_off[:A])
+        RB = dp.remote_burst
+        m.submodules.rem_q = rem_q = SyncFIFOBuffered(width=p.beat_bits + beat,
+                                                      depth=max(2, 2 * RB))
+        m.submodules.run_q = run_q = SyncFIFOBuffered(width=self.hdr_layout.as_shape().width,
+                                                      depth=4)
+        run = Signal(self.hdr_layout)
+        run_open = Signal()
+        run_next = Signal(A)
+        idle = Signal(range(dp.remote_flush + 1))
+        continues = run_open & (dst_addr == run_next) & (rem.op == run.op) & \
+            (rem.etype == run.etype) & (rem.tracked == run.tracked) & \
+            (rem.wg_id == run.wg_id) & (rem.wf_id == run.wf_id) & (run.beats < RB)
+        fresh = Signal(self.hdr_layout)
         m.d.comb += [
-            rem_hdr.dst_gpu.eq(regs.rw("remote_dst_gpu")),
-            rem_hdr.src_gpu.eq(gpu_id),
-            rem_hdr.addr.eq(regs.rw("remote_dst_base") + r_off[:A]),
-            rem_hdr.op.eq(rem.op),
-            rem_hdr.etype.eq(rem.etype),
-            rem_hdr.source.eq(Source.REMOTE),
-            rem_hdr.tracked.eq(rem.tracked),
-            rem_hdr.wg_id.eq(rem.wg_id),
-            rem_hdr.wf_id.eq(rem.wf_id),
-            rem_hdr.beats.eq(1),
-            rem_hdr.seg_beats.eq(1),
-            rem_hdr.stride.eq(0),
+            fresh.dst_gpu.eq(regs.rw("remote_dst_gpu")), fresh.src_gpu.eq(gpu_id),
+            fresh.addr.eq(dst_addr), fresh.op.eq(rem.op), fresh.etype.eq(rem.etype),
+            fresh.source.eq(Source.REMOTE), fresh.tracked.eq(rem.tracked),
+            fresh.wg_id.eq(rem.wg_id), fresh.wf_id.eq(rem.wf_id), fresh.beats.eq(1),
+            fresh.seg_beats.eq(1), fresh.stride.eq(0),
         ]
+        # a store that opens a new run while one is open must also queue the old run's header
+        can_take = rem_q.w_rdy & (~run_open | continues | run_q.w_rdy)
+        take = Signal()
+        m.d.comb += [
+            take.eq(self.remote.valid & rem_ok & can_take),
+            self.remote.ready.eq(~rem_ok | can_take),
+            ev["remote_range"].eq(self.remote.valid & ~rem_ok),
+            rem_q.w_en.eq(take),
+            rem_q.w_data.eq(Cat(rem.data, rem.mask)),
+            run_q.w_data.eq(run),
+        ]
+        with m.If(take):
+            m.d.sync += [idle.eq(0), run_next.eq(dst_addr + beat)]
+            with m.If(continues):
+                m.d.sync += [run.beats.eq(run.beats + 1), run.seg_beats.eq(run.beats + 1)]
+            with m.Else():
+                m.d.comb += run_q.w_en.eq(run_open)
+                m.d.sync += [run.eq(fresh), run_open.eq(1)]
+        with m.Elif(run_open):
+            with m.If(((idle + 1 >= dp.remote_flush) | (run.beats == RB)) & run_q.w_rdy):
+                m.d.comb += run_q.w_en.eq(1)
+                m.d.sync += [run_open.eq(0), idle.eq(0)]
+            with m.Else():
+                m.d.sync += idle.eq(idle + 1)
+        tx_rem_beat = Signal()
+        count(m, cnt["remote_sent"], tx_rem_beat, clear_counters)
+
+        # --- packetizer ----------------------------------------------------------------------
+        tx = self.tx
+        hdr_head = data.View(self.hdr_layout, hdr_q.r_data)
+        run_head = data.View(self.hdr_layout, run_q.r_data)
         prefer_remote = Signal()
         lock, lock_remote = Signal(), Signal()
         tx_left = Signal(16)
@@ -374,16 +418,13 @@ class DMAEngine(wiring.Component):
 
         with m.FSM(name="packetize"):
             with m.State("IDLE"):
-                rem_valid = self.remote.valid & rem_ok
-                with m.If(self.remote.valid & ~rem_ok):
-                    # an access the window does not cover: take it, never send it
-                    m.d.comb += [self.remote.ready.eq(1), ev["remote_range"].eq(1)]
+                rem_valid = run_q.r_rdy
                 tile_ready = hdr_q.r_rdy & data_q.r_rdy
                 pick_remote = Signal()
                 m.d.comb += pick_remote.eq(Mux(lock, lock_remote,
                                                rem_valid & (prefer_remote | ~tile_ready)))
                 with m.If(pick_remote):
-                    m.d.comb += [tx.tvalid.eq(rem_valid), tx.tdata.eq(rem_hdr)]
+                    m.d.comb += [tx.tvalid.eq(rem_valid), tx.tdata.eq(run_q.r_data)]
                 with m.Else():
                     # a tile's header waits for its first payload beat, so that the link
                     # never idles inside a packet for the memory's latency
@@ -393,7 +434,8 @@ class DMAEngine(wiring.Component):
                 with m.If(tx_hs):
                     m.d.sync += prefer_remote.eq(~pick_remote)
                     with m.If(pick_remote):
-                        m.d.comb += inc["remote_sent"].eq(1)
+                        m.d.comb += [run_q.r_en.eq(1), inc["remote_packets"].eq(1)]
+                        m.d.sync += tx_left.eq(run_head.beats)
                         m.next = "REMOTE"
                     with m.Else():
                         m.d.comb += hdr_q.r_en.eq(1)
@@ -412,12 +454,14 @@ class DMAEngine(wiring.Component):
                         m.next = "IDLE"
             with m.State("REMOTE"):
                 m.d.comb += [
-                    tx.tvalid.eq(self.remote.valid), tx.tdata.eq(rem.data),
-                    tx.tkeep.eq(rem.mask), tx.tlast.eq(1),
-                    self.remote.ready.eq(tx.tready),
+                    tx.tvalid.eq(rem_q.r_rdy), tx.tdata.eq(rem_q.r_data[:p.beat_bits]),
+                    tx.tkeep.eq(rem_q.r_data[p.beat_bits:]), tx.tlast.eq(tx_left == 1),
+                    rem_q.r_en.eq(tx.tready), tx_rem_beat.eq(tx_hs),
                 ]
                 with m.If(tx_hs):
-                    m.next = "IDLE"
+                    m.d.sync += tx_left.eq(tx_left - 1)
+                    with m.If(tx_left == 1):
+                        m.next = "IDLE"
 
         # --- depacketizer --------------------------------------------------------------------
         rx = self.rx

@@ -173,7 +173,7 @@ async def run_axis(dut):
     await bench.until(env.done, 100_000)
     regs = await _read_stats(csr)
     # the model's receive side: every sent packet comes back
-    for pk in model.sent:
+    for pk in sent:
         model.receive(pk)
     check_dma_run(model, sent, env.memory, expected, regs)
     dut._log.info(f"{len(frames)} frames through cocotbext-axi, {regs['beats_received']} "

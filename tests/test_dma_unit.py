@@ -163,6 +163,27 @@ def test_remote_outside_window_is_dropped():
     assert run.regs["remote_sent"] == 10
 
 
+def test_remote_stores_are_combined():
+    """Runs of stores to consecutive addresses with equal attributes share a packet of at most
+    ``remote_burst`` beats; a change of attributes, a gap in the addresses or a pause of
+    ``remote_flush`` cycles closes it.  The stores arrive in order, unchanged."""
+    scenario = random_scenario(P, DP, 13, commands=1, remote_stores=1)
+    w = scenario.remote
+    base = dict(scenario.remote_stores[0], op=Op.UPDATE.value, tracked=1, wg_id=5, wf_id=2)
+    stores = [dict(base, addr=w.src_base + 32 * k, data=k) for k in range(11)]     # 8 + 3
+    stores += [dict(base, addr=w.src_base + 32 * 11, data=11, wf_id=3)]            # new attrs
+    stores += [dict(base, addr=w.src_base + 32 * 13, data=13, wf_id=3)]            # a gap
+    run, _ = run_and_check(P, DP, dataclasses.replace(scenario, remote_stores=stores,
+                                                      triggers=[]), seed=1)
+    sizes = [pk.header["beats"] for pk in run.env.packets() if pk.header["source"] == 1]
+    assert sizes == [8, 3, 1, 1], sizes
+    # with gaps longer than remote_flush between stores, every store leaves alone
+    run, _ = run_and_check(P, DP, dataclasses.replace(scenario, remote_stores=stores[:6],
+                                                      triggers=[]), remote_pause=0.97, seed=2)
+    sizes = [pk.header["beats"] for pk in run.env.packets() if pk.header["source"] == 1]
+    assert sum(sizes) == 6 and max(sizes) < 6, sizes
+
+
 def test_memory_errors_and_tag_order_latch():
     """A read answered with the error flag, and one with an unexpected tag: both latch their
     status bit and count; the data still goes out as read (nothing is dropped)."""
