@@ -1,13 +1,13 @@
 """The ``t3`` command.
 
 ``t3 demo``                      the Tracker through one ring reduce-scatter step, checked
+``t3 run``                       one configuration of the N-GPU system end to end, checked
+``t3 compare``                   every configuration: the paper's Figure 16 and 18 views
 ``t3 export BLOCK --out DIR``    Verilog of a block (+ its register map as Markdown)
 ``t3 bench BLOCK``               the block's figures, one ``name: value unit`` line each
 
-Blocks: ``tracker``, ``mc_arbiter``, ``nmc``, ``dma``.
-
-Blocks of later issues (the node and the ring) add their entries to :data:`BLOCKS` and a
-``benchmarks/<block>.py`` with ``main(sims, synth)``.
+Blocks: ``tracker``, ``mc_arbiter``, ``nmc``, ``dma``, ``node``, ``ring``; ``t3 bench
+system`` runs the system's benchmark.
 """
 
 import argparse
@@ -102,12 +102,57 @@ def _dma(args):
         gpu_bits=args.gpu_bits))
 
 
+def _node_args(parser):
+    g = parser.add_argument_group("GPU node")
+    g.add_argument("--memory-rows", type=int, default=8,
+                   help="HBM rows per bank (default 8: 128 KiB)")
+
+
+def _node(args):
+    from sim.system_run import system_params
+    from .node import GPUNode
+    params, nparams = system_params(memory_rows=args.memory_rows)
+    return GPUNode(_params(args), nparams)
+
+
+def _ring_args(parser):
+    _node_args(parser)
+    g = parser.add_argument_group("ring")
+    g.add_argument("--gpus", type=int, default=4, help="GPUs, 2 to 16 (default 4)")
+    g.add_argument("--link-latency", type=int, default=None,
+                   help="link latency in cycles (default: the scaled system's)")
+    g.add_argument("--link-bw", default=None, metavar="NUM/DEN",
+                   help="link beats per cycle as a fraction (default: the scaled system's 3/80)")
+
+
+def _link_bw(text):
+    from sim.workload import LINK_BANDWIDTH
+    if text is None:
+        return LINK_BANDWIDTH
+    try:
+        num, den = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--link-bw must be NUM/DEN (e.g. 3/80), not {text!r}") from None
+    return num, den
+
+
+def _ring(args):
+    from sim.system_run import LINK_LATENCY, system_params
+    from .ring import Ring
+    params, nparams = system_params(memory_rows=args.memory_rows)
+    num, den = _link_bw(args.link_bw)
+    latency = LINK_LATENCY if args.link_latency is None else args.link_latency
+    return Ring(_params(args), nparams, gpus=args.gpus, latency=latency, num=num, den=den)
+
+
 #: name -> (Verilog module name, argument adder, constructor from parsed arguments)
 BLOCKS = {
     "tracker": ("t3_tracker", _tracker_args, _tracker),
     "mc_arbiter": ("t3_mc_arbiter", _arbiter_args, _arbiter),
     "nmc": ("t3_nmc", _nmc_args, _nmc),
     "dma": ("t3_dma", _dma_args, _dma),
+    "node": ("t3_node", _node_args, _node),
+    "ring": ("t3_ring", _ring_args, _ring),
 }
 
 
@@ -212,6 +257,119 @@ def cmd_demo(args):
     return 0 if result["verified"] else 1
 
 
+def _workload(args):
+    from sim.workload import GemmSpec, balanced_k, preset
+    if args.preset:
+        if any(v is not None for v in (args.m, args.n, args.k)):
+            raise ValueError("--preset and --m/--n/--k exclude each other")
+        return preset(args.preset, args.gpus, dtype=args.dtype or "fp16")
+    m = 64 if args.m is None else args.m
+    n = 32 * args.gpus if args.n is None else args.n
+    dtype = args.dtype or "fp16"
+    k = balanced_k(args.gpus, dtype) if args.k is None else args.k
+    name = "default (GEMM : RS = 1)" if (args.m, args.n, args.k) == (None, None, None) \
+        else "custom"
+    return GemmSpec(m=m, n=n, k=k, dtype=dtype, name=name)
+
+
+def _scale_line(spec, gpus):
+    from sim.system_run import LINK_LATENCY
+    from sim.workload import LINK_BANDWIDTH, SCALE, Workload
+    est = Workload.estimate(spec, gpus, T3Params())
+    return (f"  scale      HBM, link and CU throughput / {SCALE:g} (HBM 16 B/cycle, link "
+            f"{LINK_BANDWIDTH[0]}/{LINK_BANDWIDTH[1]} beat = "
+            f"{32 * LINK_BANDWIDTH[0] / LINK_BANDWIDTH[1]:.1f} B/cycle, {spec.flops:.0f} "
+            f"flop/cycle, link latency {LINK_LATENCY}); GEMM : RS estimate "
+            f"{est['ratio']:.2f}")
+
+
+def _print_result(r):
+    ph = ", ".join(f"{k} {v}" for k, v in r["phase_cycles"].items())
+    d = r["dram"]
+    print(f"  cycles     {r['cycles']} ({ph})")
+    print(f"  DRAM       GEMM {d['gemm_reads']} reads / {d['gemm_writes']} writes, RS "
+          f"{d['rs_reads']} / {d['rs_writes']}, AG {d['ag_reads']} / {d['ag_writes']} (beats)")
+    print(f"  link       {d['link_utilization']:.3f} of the links' capacity during the RS")
+    print(f"  tracker    peak occupancy {d['tracker_peak_occupancy']} entries")
+    print(f"  simulation {r['simulated_cycles']} cycles at {r['cycles_per_s']:.0f} cycles/s")
+
+
+def cmd_run(args):
+    import json
+    from sim.system_run import run_config
+    spec = _workload(args)
+    print(f"T3 system: {args.gpus} GPUs, {args.config}, workload {spec.name}: "
+          f"{spec.m} x {spec.n} x {spec.k} {spec.dtype}")
+    print(_scale_line(spec, args.gpus))
+    print("  running    (the first run of a ring size builds its Verilog: about a minute)",
+          flush=True)
+    try:
+        r = run_config(spec, args.gpus, args.config, sim=args.sim, seed=args.seed,
+                       wave=args.wave, progress=lambda line: print(f"  ...        {line}",
+                                                                   flush=True))
+    except AssertionError as error:
+        print(f"  FAILED     {str(error)[-3000:]}")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"config": args.config, "gpus": args.gpus, "verified": False,
+                           "error": str(error)[-3000:]}, f, indent=1)
+        return 1
+    _print_result(r)
+    print(f"  verified   {'yes' if r['verified'] else 'NO'}: every GPU's output chunks equal "
+          f"the ring-ordered numpy reference bit for bit")
+    if args.wave:
+        print(f"  waveform   {args.wave}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(r, f, indent=1, default=str)
+        print(f"  json       {args.json}")
+    return 0 if r["verified"] else 1
+
+
+def cmd_compare(args):
+    import json
+    from sim.compare import figure16_lines, figure18_lines, plot, run_all
+    spec = _workload(args)
+    print(f"T3 compare: {args.gpus} GPUs, workload {spec.name}: {spec.m} x {spec.n} x "
+          f"{spec.k} {spec.dtype}")
+    print(_scale_line(spec, args.gpus), flush=True)
+    try:
+        results = run_all(spec, args.gpus, sim=args.sim, seed=args.seed,
+                          progress=lambda line: print(f"  ...  {line}", flush=True))
+    except AssertionError as error:
+        print(f"  FAILED     {str(error)[-3000:]}")
+        return 1
+    print()
+    for line in figure16_lines(results) + [""] + figure18_lines(results):
+        print(line)
+    verified = all(r["verified"] for r in results.values())
+    print(f"\nverified: {'every run' if verified else 'NOT every run'} bit for bit")
+    if args.plot:
+        plot(results, args.plot)
+        print(f"plot: {args.plot}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1, default=str)
+    return 0 if verified else 1
+
+
+def _workload_args(p):
+    from sim.workload import PRESETS
+    g = p.add_argument_group("workload (default: a 64 x 32*gpus GEMM whose K balances GEMM "
+                             "and RS)")
+    g.add_argument("--gpus", type=int, default=4, help="GPUs in the ring, 2 to 16 (default 4)")
+    g.add_argument("--preset", choices=sorted(PRESETS), metavar="NAME",
+                   help="a Table 2 sub-layer, scaled: " + ", ".join(sorted(PRESETS)))
+    g.add_argument("--m", type=int, help="rows of the output (default 64)")
+    g.add_argument("--n", type=int, help="columns of the output (default 32 x gpus)")
+    g.add_argument("--k", type=int, help="inner dimension per GPU (default: balanced)")
+    g.add_argument("--dtype", choices=("fp16", "fp32"), help="element type (default fp16)")
+    p.add_argument("--sim", choices=("verilator", "icarus"),
+                   help="simulator (default: $SIM, else verilator)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the random inputs")
+    p.add_argument("--json", metavar="FILE", help="write the results as JSON")
+
+
 def cmd_bench(args):
     import importlib
     bench = importlib.import_module(f"benchmarks.{args.block}")
@@ -245,8 +403,23 @@ def main(argv=None):
         _system_args(p)
         p.set_defaults(func=cmd_export)
 
+    run = sub.add_parser("run", help="one configuration of the N-GPU system, end to end")
+    _workload_args(run)
+    run.add_argument("--config", choices=("sequential", "t3", "t3-mca"), default="t3",
+                     help="configuration (default t3)")
+    run.add_argument("--wave", metavar="FILE", help="write a waveform (VCD from Verilator, "
+                                                    "FST from Icarus) for GTKWave or Surfer")
+    run.set_defaults(func=cmd_run)
+
+    compare = sub.add_parser("compare", help="all configurations: the paper's Figure 16 and "
+                                             "18 views")
+    _workload_args(compare)
+    compare.add_argument("--plot", metavar="FILE", help="save both views as a figure (PNG, "
+                                                        "PDF or SVG by the file's suffix)")
+    compare.set_defaults(func=cmd_compare)
+
     bench = sub.add_parser("bench", help="print a block's figures")
-    bench.add_argument("block", choices=sorted(BLOCKS))
+    bench.add_argument("block", choices=sorted(set(BLOCKS) - {"node", "ring"} | {"system"}))
     bench.add_argument("--sims", help="comma-separated simulators (default: all of the block's)")
     bench.add_argument("--no-synth", action="store_true",
                        help="skip the FPGA resource figures (Yosys synthesis, ~1 minute)")

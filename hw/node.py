@@ -15,6 +15,7 @@ import dataclasses
 
 from amaranth import Module, Signal
 from amaranth.lib import wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out, connect
 
 from dma.config import DMAParams
@@ -51,8 +52,14 @@ class NodeParams:
     arbiter: ArbiterParams = ArbiterParams(depth=32)
     nmc: NMCParams = NMCParams()
     dma: DMAParams = DMAParams()
+    #: posted remote stores buffered between the CUs and the link (beats): a GPU's fabric
+    #: takes a CU's remote stores without holding up its other accesses while the link drains
+    remote_buffer: int = 256
 
     def __post_init__(self):
+        if not isinstance(self.remote_buffer, int) or not 2 <= self.remote_buffer <= 4096:
+            raise ValueError(f"remote_buffer must be an integer from 2 to 4096, "
+                             f"not {self.remote_buffer!r}")
         if self.dma.commands != self.tracker.regions:
             raise ValueError(f"dma.commands {self.dma.commands} must equal tracker.regions "
                              f"{self.tracker.regions}")
@@ -63,12 +70,14 @@ class NodeParams:
 
     def to_dict(self):
         return {"tracker": self.tracker.to_dict(), "arbiter": dataclasses.asdict(self.arbiter),
-                "nmc": self.nmc.to_dict(), "dma": self.dma.to_dict()}
+                "nmc": self.nmc.to_dict(), "dma": self.dma.to_dict(),
+                "remote_buffer": self.remote_buffer}
 
     @classmethod
     def from_dict(cls, d):
         return cls(TrackerParams(**d["tracker"]), ArbiterParams(**d["arbiter"]),
-                   NMCParams.from_dict(d["nmc"]), DMAParams(**d["dma"]))
+                   NMCParams.from_dict(d["nmc"]), DMAParams(**d["dma"]),
+                   d.get("remote_buffer", 256))
 
 
 def node_registers():
@@ -113,7 +122,9 @@ class GPUNode(wiring.Component):
         The CUs' requests: the GEMM's input ``READ``\\ s and its output stores (``STORE``, or
         ``UPDATE`` with ``tracked`` for T3's ``update`` flag), with ``wg_id``/``wf_id``.
         Stores and updates inside the DMA's remote window (``remote_map``) go to the link as
-        remote updates; everything else enters the MC arbiter's compute stream.
+        remote updates, through a ``remote_buffer``-beat egress queue (posted writes: a
+        slow link does not hold up the CUs' local accesses until the queue is full);
+        everything else enters the MC arbiter's compute stream.
     resp : Out(stream.Signature(memory response))
         One response per local compute request, in order (``data`` for reads).
     comm_done : Out(1)
@@ -182,15 +193,21 @@ class GPUNode(wiring.Component):
         m.d.comb += offset.eq(req.addr - base)
         to_remote = Signal()
         m.d.comb += to_remote.eq((req.op != Op.READ) & ~offset[-1] & (offset < size))
+        width = self.compute.payload.shape().size
+        m.submodules.egress = egress = SyncFIFOBuffered(width=width,
+                                                        depth=self.nparams.remote_buffer)
         m.d.comb += [
-            dma.remote.payload.eq(req),
+            egress.w_data.eq(req.as_value()),
             arbiter.compute.payload.eq(req),
-            dma.remote.valid.eq(self.compute.valid & to_remote),
+            egress.w_en.eq(self.compute.valid & to_remote),
             arbiter.compute.valid.eq(self.compute.valid & ~to_remote),
-            self.compute.ready.eq((to_remote & dma.remote.ready) |
+            self.compute.ready.eq((to_remote & egress.w_rdy) |
                                   (~to_remote & arbiter.compute.ready)),
+            dma.remote.payload.eq(egress.r_data),
+            dma.remote.valid.eq(egress.r_rdy),
+            egress.r_en.eq(dma.remote.ready),
         ]
-        count(m, cnt["remote_out"], dma.remote.valid & dma.remote.ready, 0)
+        count(m, cnt["remote_out"], self.compute.valid & to_remote & egress.w_rdy, 0)
 
         # --- memory controller, Tracker, DMA --------------------------------------------------
         connect(m, dma.mem, arbiter.comm)

@@ -36,6 +36,11 @@ __all__ = ["GPUPort", "GemmKernel", "RSKernel", "AGKernel", "CheckKernel", "Kern
 #: The configurations of paper section 5.3 that run on the hardware.
 CONFIGS = ("sequential", "t3", "t3-mca")
 
+#: Also accepted by :class:`System`: ``rs-nmc``, the fused configuration with a GEMM of no
+#: input reads and no compute time (its output stores only): the reduce-scatter with NMC in
+#: isolation, for Ideal-RS+NMC.
+ISOLATED_RS = "rs-nmc"
+
 
 class GPUPort:
     """One node's compute port, responses and ``comm_done``, for the kernels.
@@ -140,15 +145,15 @@ class GemmKernel(Kernel):
     not) or ``"sequential"`` (plain local stores).  ``on_first_stage`` is called when the first
     ``cus`` workgroups have finished (the arbiter's calibration window)."""
 
-    def __init__(self, g, workload, port, layout, mode, on_first_stage=None):
+    def __init__(self, g, workload, port, layout, mode, on_first_stage=None, free=False):
         super().__init__(f"gemm{g}", port)
         self.g, self.wl, self.layout, self.mode = g, workload, layout, mode
         self.todo = collections.deque(workload.schedule[g])
         self.active = []
         self.finished = 0
         self.on_first_stage = on_first_stage
-        self.read_beats = workload.wg_read_beats()
-        self.compute_cycles = workload.wg_compute_cycles()
+        self.read_beats = 0 if free else workload.wg_read_beats()
+        self.compute_cycles = 0 if free else workload.wg_compute_cycles()
         spec = workload.spec
         self.etype = ETYPES[spec.dtype]
         self.full = (1 << workload.params.beat_bytes) - 1
@@ -164,6 +169,8 @@ class GemmKernel(Kernel):
 
     def _start(self, wg):
         state = {"wg": wg, "reads": 0, "stores": 0, "compute_until": None, "n_stores": 0}
+        if self.read_beats == 0:
+            state["compute_until"] = self.now + self.compute_cycles
 
         def read_done(resp):
             state["reads"] += 1
@@ -507,7 +514,7 @@ class System:
         from cocotbext.axi import AxiLiteBus, AxiLiteMaster
         from hw.node import block_registers
         from .driver import Driver
-        if config not in CONFIGS:
+        if config not in CONFIGS + (ISOLATED_RS,):
             raise ValueError(f"config must be one of {CONFIGS}, not {config!r}")
         self.dut, self.params, self.nparams, self.wl, self.config = \
             dut, params, nparams, wl, config
@@ -626,7 +633,8 @@ class System:
                 if policy == "MCA":
                     await self.write(g, "node", "ctrl", 0b010)      # calibration starts
                 gemm = GemmKernel(g, wl, self.ports[g], layout, "t3",
-                                  on_first_stage=first_stage(g) if policy == "MCA" else None)
+                                  on_first_stage=first_stage(g) if policy == "MCA" else None,
+                                  free=self.config == ISOLATED_RS)
                 if policy == "MCA":
                     gemm.step = finished(gemm, g)
                 kernels += [gemm, ArrivalWatch(g, self.ports[g], (gpus - 1) * chunk_beats)]

@@ -1,10 +1,8 @@
 """Run one configuration of the system on a simulator (the ``t3 run`` and ``t3 compare``
 commands, ``t3 bench system`` and the system tests use this)."""
 
-import json
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 from hw.node import NodeParams

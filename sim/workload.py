@@ -38,7 +38,7 @@ from .driver import ETYPES
 
 
 __all__ = ["GemmSpec", "WorkGroup", "Workload", "PRESETS", "preset", "PAPER", "SCALE",
-           "ring_reference"]
+           "ring_reference", "balanced_k"]
 
 
 #: The paper's system (Table 1), per 1 GHz memory cycle.
@@ -143,12 +143,19 @@ PRESETS = _presets()
 
 
 def preset(name, gpus, m=64, n_per_gpu=32, dtype="fp16"):
-    """The scaled :class:`GemmSpec` of a Table 2 sub-layer: the paper's ``K`` (rounded to 16),
-    ``M = m`` and ``N = n_per_gpu x gpus``; CU throughput and bandwidths scaled by
-    :data:`SCALE` (the GEMM : RS ratio is the paper's)."""
+    """The scaled :class:`GemmSpec` of a Table 2 sub-layer on ``gpus`` GPUs.
+
+    CU throughput and bandwidths are scaled by :data:`SCALE`, so the GEMM : RS ratio
+    ``2 K L G / (F (G-1) e)`` is the paper's for the sub-layer's ``K`` at its TP degree;
+    simulated on ``gpus`` instead of TP GPUs, ``K`` is multiplied by ``(TP/(TP-1)) /
+    (G/(G-1))`` (rounded to 16) to keep that ratio.  ``M = m``, ``N = n_per_gpu x gpus``:
+    the ratio does not depend on them."""
     if name not in PRESETS:
         raise ValueError(f"preset must be one of {sorted(PRESETS)}, not {name!r}")
-    return GemmSpec(m=m, n=n_per_gpu * gpus, k=PRESETS[name]["k"], dtype=dtype, name=name)
+    tp = PRESETS[name]["tp"]
+    k = PRESETS[name]["k"] * (tp / (tp - 1)) / (gpus / (gpus - 1))
+    k = max(16, int(round(k / 16)) * 16)
+    return GemmSpec(m=m, n=n_per_gpu * gpus, k=k, dtype=dtype, name=name)
 
 
 def ring_reference(partials, dtype, zero_start=True):
@@ -244,8 +251,23 @@ class Workload:
         return out
 
     def summary(self):
-        s = self.spec
-        gemm = 2 * s.m * s.n * s.k / s.flops
-        rs = (self.gpus - 1) / self.gpus * s.m * s.n * s.elem_bytes / \
-            (LINK_BANDWIDTH[0] / LINK_BANDWIDTH[1] * self.params.beat_bytes)
+        return self.estimate(self.spec, self.gpus, self.params)
+
+    @staticmethod
+    def estimate(spec, gpus, params):
+        """First-order cycle estimates: the GEMM at the CU throughput, the RS at the link
+        bandwidth (``(G-1)/G`` of the output per GPU); and their ratio."""
+        gemm = 2 * spec.m * spec.n * spec.k / spec.flops
+        rs = (gpus - 1) / gpus * spec.m * spec.n * spec.elem_bytes / \
+            (LINK_BANDWIDTH[0] / LINK_BANDWIDTH[1] * params.beat_bytes)
         return {"gemm_cycles_estimate": gemm, "rs_cycles_estimate": rs, "ratio": gemm / rs}
+
+
+def balanced_k(gpus, dtype="fp16", params=None):
+    """The ``K`` (a multiple of 16) whose GEMM takes about as long as its RS."""
+    from hw.params import T3Params
+    params = params or T3Params()
+    spec = GemmSpec(dtype=dtype)
+    link = LINK_BANDWIDTH[0] / LINK_BANDWIDTH[1] * params.beat_bytes
+    k = spec.flops * (gpus - 1) * spec.elem_bytes / (2 * link * gpus)
+    return max(16, int(round(k / 16)) * 16)

@@ -1,0 +1,107 @@
+"""``t3 compare``: every configuration on one workload, and the paper's two views of them.
+
+* Figure 16 view: speedup over Sequential of T3, T3-MCA, Ideal-GEMM-RS-Overlap
+  (``max(GEMM, RS) + AG`` of the Sequential run's isolated phases, no contention) and
+  Ideal-RS+NMC (``max(GEMM, RS with NMC) + AG``, the RS with NMC measured in isolation by the
+  ``rs-nmc`` run: the fused configuration with a GEMM that only stores its output).
+* Figure 18 view: DRAM accesses by category (GEMM, RS, AG reads and writes) per configuration,
+  as beats and as a fraction of Sequential's total.
+"""
+
+from .system import CONFIGS, ISOLATED_RS
+from .system_run import run_config
+
+
+__all__ = ["run_all", "speedups", "figure16_lines", "figure18_lines", "plot",
+           "CATEGORIES"]
+
+
+CATEGORIES = ("gemm_reads", "gemm_writes", "rs_reads", "rs_writes", "ag_reads", "ag_writes")
+
+
+def run_all(spec, gpus, *, sim=None, seed=1, progress=None):
+    """``{config: result}`` for every configuration and the isolated RS with NMC."""
+    results = {}
+    for config in CONFIGS + (ISOLATED_RS,):
+        if progress:
+            progress(f"--- {config}")
+        results[config] = run_config(spec, gpus, config, sim=sim, seed=seed,
+                                     progress=progress)
+    return results
+
+
+def speedups(results):
+    """The Figure 16 numbers: ``{name: (cycles, speedup over Sequential)}``."""
+    seq = results["sequential"]
+    ph = seq["phase_cycles"]
+    ideal_overlap = max(ph["gemm"], ph["rs"]) + ph["ag"]
+    rs_nmc = results[ISOLATED_RS]["phase_cycles"]["gemm_rs"]
+    ideal_nmc = max(ph["gemm"], rs_nmc) + ph["ag"]
+    rows = {"Sequential": seq["cycles"], "T3": results["t3"]["cycles"],
+            "T3-MCA": results["t3-mca"]["cycles"], "Ideal-GEMM-RS-Overlap": ideal_overlap,
+            "Ideal-RS+NMC": ideal_nmc}
+    return {name: (cycles, seq["cycles"] / cycles) for name, cycles in rows.items()}
+
+
+def figure16_lines(results):
+    s = speedups(results)
+    seq = results["sequential"]["phase_cycles"]
+    lines = ["Figure 16 view: speedup over Sequential",
+             f"  (Sequential phases: GEMM {seq['gemm']}, RS {seq['rs']}, AG {seq['ag']} cycles;"
+             f" RS with NMC in isolation {results[ISOLATED_RS]['phase_cycles']['gemm_rs']})",
+             f"  {'configuration':24s} {'cycles':>9s} {'speedup':>8s}"]
+    for name, (cycles, speedup) in s.items():
+        lines.append(f"  {name:24s} {cycles:9d} {speedup:8.3f}")
+    ideal = s["Ideal-GEMM-RS-Overlap"][1]
+    for name in ("T3", "T3-MCA"):
+        got = s[name][1]
+        lines.append(f"  {name} reaches {100 * (got - 1) / (ideal - 1):.0f}% of the ideal "
+                     f"overlap's gain ({got:.3f} of {ideal:.3f})" if ideal > 1 else
+                     f"  {name}: {got:.3f} (ideal overlap {ideal:.3f})")
+    return lines
+
+
+def figure18_lines(results):
+    base = sum(results["sequential"]["dram"][c] for c in CATEGORIES)
+    lines = ["Figure 18 view: DRAM accesses (beats) by category",
+             "  " + f"{'configuration':14s}" + "".join(f"{c:>12s}" for c in CATEGORIES)
+             + f"{'total':>9s}{'vs seq':>8s}"]
+    for config in CONFIGS:
+        d = results[config]["dram"]
+        total = sum(d[c] for c in CATEGORIES)
+        lines.append("  " + f"{config:14s}" + "".join(f"{d[c]:12d}" for c in CATEGORIES)
+                     + f"{total:9d}{total / base:8.3f}")
+    return lines
+
+
+def plot(results, path):
+    """Both views side by side in one matplotlib figure saved to ``path``."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    s = speedups(results)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    names = list(s)
+    ax1.bar(range(len(names)), [s[n][1] for n in names],
+            color=["grey", "tab:blue", "tab:green", "tab:orange", "tab:red"])
+    ax1.set_xticks(range(len(names)), names, rotation=20, ha="right")
+    ax1.axhline(1.0, color="black", linewidth=0.8)
+    ax1.set_ylabel("speedup over Sequential")
+    ax1.set_title("Figure 16 view")
+    bottom = [0.0] * len(CONFIGS)
+    base = sum(results["sequential"]["dram"][c] for c in CATEGORIES)
+    for cat in CATEGORIES:
+        values = [results[c]["dram"][cat] / base for c in CONFIGS]
+        ax2.bar(range(len(CONFIGS)), values, bottom=bottom, label=cat)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    ax2.set_xticks(range(len(CONFIGS)), CONFIGS)
+    ax2.set_ylabel("DRAM accesses / Sequential's")
+    ax2.set_title("Figure 18 view")
+    ax2.legend(fontsize="small")
+    w = results["sequential"]["workload"]
+    fig.suptitle(f"{w['name']}: {w['m']} x {w['n']} x {w['k']} {w['dtype']}, "
+                 f"{results['sequential']['gpus']} GPUs")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

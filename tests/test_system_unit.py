@@ -1,0 +1,266 @@
+"""The system's own hardware (AXI4-Lite bridge, register decoder, link model) under Amaranth's
+simulator, and the software side (driver API, workload generator, ring reference) in Python."""
+
+import random
+
+import numpy as np
+import pytest
+from amaranth import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In
+
+from hw.axil import OKAY, SLVERR, AXILiteToCSR, CSRDecoder, axil_signature
+from hw.csr import Reg, RegisterFile
+from hw.link import LinkModel
+from hw.node import NodeParams, block_registers
+from hw.params import T3Params
+from hw.testing import run_testbench
+from sim.driver import Driver
+from sim.system import allocate, configure_fused, map_ring_windows
+from sim.workload import GemmSpec, Workload, balanced_k, preset, ring_reference
+
+
+P = T3Params()
+
+
+# --- AXI4-Lite and the register decoder -----------------------------------------------------------
+
+class _TwoBlocks(wiring.Component):
+    """An AXI4-Lite port in front of two register files (windows of 4 words)."""
+
+    def __init__(self):
+        self.a = RegisterFile([Reg("x", 32, "rw", "x"), Reg("y", 8, "rw", "y")])
+        self.b = RegisterFile([Reg("z", 40, "rw", "z")])
+        self.dec = CSRDecoder(2, [("a", self.a.addr_bits), ("b", self.b.addr_bits)])
+        super().__init__({"axil": In(axil_signature(self.dec.addr_bits + 2))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.bridge = bridge = AXILiteToCSR(self.dec.addr_bits + 2)
+        m.submodules.dec = self.dec
+        wiring.connect(m, wiring.flipped(self.axil), bridge.axil)
+        wiring.connect(m, bridge.csr, self.dec.bus)
+        self.a.elaborate(m, wiring.flipped(self.dec.a), {})
+        self.b.elaborate(m, wiring.flipped(self.dec.b), {})
+        return m
+
+
+async def axil_write(ctx, bus, addr, data, strb=0xF):
+    ctx.set(bus.awaddr, addr)
+    ctx.set(bus.wdata, data)
+    ctx.set(bus.wstrb, strb)
+    ctx.set(bus.awvalid, 1)
+    ctx.set(bus.wvalid, 1)
+    ctx.set(bus.bready, 1)
+    await ctx.tick().until(bus.awready)
+    ctx.set(bus.awvalid, 0)
+    ctx.set(bus.wvalid, 0)
+    resp, = await ctx.tick().sample(bus.bresp).until(bus.bvalid)
+    ctx.set(bus.bready, 0)
+    return resp
+
+
+async def axil_read(ctx, bus, addr):
+    ctx.set(bus.araddr, addr)
+    ctx.set(bus.arvalid, 1)
+    ctx.set(bus.rready, 1)
+    await ctx.tick().until(bus.arready)
+    ctx.set(bus.arvalid, 0)
+    data, resp = await ctx.tick().sample(bus.rdata, bus.rresp).until(bus.rvalid)
+    ctx.set(bus.rready, 0)
+    return data, resp
+
+
+def test_axi_lite_reaches_each_block_and_refuses_partial_writes():
+    dut = _TwoBlocks()
+    seen = {}
+
+    async def bench(ctx):
+        bus = dut.axil
+        assert await axil_write(ctx, bus, 0x0, 0xDEADBEEF) == OKAY         # a.x
+        assert await axil_write(ctx, bus, 0x4, 0x1AB) == OKAY              # a.y (8 bits)
+        assert await axil_write(ctx, bus, 0x10, 0x12345678) == OKAY        # b.z low word
+        assert await axil_write(ctx, bus, 0x14, 0xFF) == OKAY              # b.z high word
+        assert await axil_write(ctx, bus, 0x0, 0x11111111, strb=0x3) == SLVERR
+        assert await axil_write(ctx, bus, 0x2, 0x22222222) == SLVERR       # misaligned
+        assert await axil_write(ctx, bus, 0xC, 0x5) == OKAY                # outside a: ignored
+        for addr in (0x0, 0x4, 0x10, 0x14, 0xC, 0x1C):
+            seen[addr] = await axil_read(ctx, bus, addr)
+        seen["bad"] = await axil_read(ctx, bus, 0x3)
+
+    run_testbench(dut, bench)
+    assert seen[0x0] == (0xDEADBEEF, OKAY)          # the partial write changed nothing
+    assert seen[0x4] == (0xAB, OKAY)
+    assert seen[0x10] == (0x12345678, OKAY) and seen[0x14] == (0xFF, OKAY)
+    assert seen[0xC] == (0, OKAY) and seen[0x1C] == (0, OKAY)
+    assert seen["bad"] == (0, SLVERR)
+
+
+# --- the link model ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("latency, num, den, stall", [(4, 1, 1, 0.0), (10, 1, 4, 0.0),
+                                                      (7, 3, 80, 0.0), (5, 1, 2, 0.5)])
+def test_link_latency_bandwidth_order(latency, num, den, stall):
+    """Beats leave in order and unchanged, the first ``latency`` cycles after it entered; a
+    saturated link carries ``num / den`` beats per cycle; backpressure loses nothing."""
+    dut = LinkModel(P, latency, num, den)
+    n = 60
+    sent, got = [], []
+    rng = random.Random(1)
+
+    async def bench(ctx):
+        k = cycle = 0
+        while len(got) < n and cycle < 20_000:
+            ctx.set(dut.i.tvalid, k < n)
+            ctx.set(dut.i.tdata, k * 0x1234567)
+            ctx.set(dut.i.tkeep, k)
+            ctx.set(dut.i.tlast, k % 3 == 0)
+            ready = not (stall and rng.random() < stall)
+            ctx.set(dut.o.tready, ready)
+            _, _, i_rdy, o_v, d, keep, last = await ctx.tick().sample(
+                dut.i.tready, dut.o.tvalid, dut.o.tdata, dut.o.tkeep, dut.o.tlast)
+            if k < n and i_rdy:
+                sent.append(cycle)
+                k += 1
+            if o_v and ready:
+                got.append((cycle, d, keep, last))
+            cycle += 1
+
+    run_testbench(dut, bench)
+    assert [(d, kp, la) for _, d, kp, la in got] == \
+        [(k * 0x1234567, k % (1 << P.beat_bytes), int(k % 3 == 0)) for k in range(n)]
+    assert got[0][0] - sent[0] == latency if not stall else got[0][0] - sent[0] >= latency
+    if not stall:
+        rate = (len(sent) - 1) / (sent[-1] - sent[0])
+        assert abs(rate - num / den) < 0.02 * num / den + 1 / (sent[-1] - sent[0])
+        assert all(c - s >= latency for (c, *_), s in zip(got, sent))
+
+
+def test_link_settings_refused():
+    with pytest.raises(ValueError, match="link latency must be an integer >= 2, not 1"):
+        LinkModel(P, 1)
+    with pytest.raises(ValueError, match="link bandwidth 5/4 exceeds one beat per cycle"):
+        LinkModel(P, 4, 5, 4)
+
+
+# --- driver API -----------------------------------------------------------------------------------
+
+NP = NodeParams()
+
+
+def _fused_driver(gpus, spec=None):
+    spec = spec or GemmSpec(m=32, n=16 * gpus, k=32, wfs_per_wg=2)
+    wl = Workload(spec, gpus, P)
+    driver = Driver(P, NP, gpus)
+    layout = allocate(driver, wl)
+    return driver, wl, layout
+
+
+@pytest.mark.parametrize("gpus", [2, 3, 4, 8, 16])
+def test_fused_configuration_fits_every_ring(gpus):
+    """The fused set-up of T3_SPEC section 3 passes every check for 2 to 16 GPUs, with at
+    most 3 Tracker regions (chunks of steps 2..G-1 in up to two runs, plus the neighbour's
+    final chunk) and one remote window per GPU."""
+    driver, wl, layout = _fused_driver(gpus)
+    configure_fused(driver, wl, layout, "MCA")
+    for g in range(gpus):
+        regions, commands = driver.regions(g), driver.commands(g)
+        assert len(regions) == len(commands) <= 3
+        tracked = sum(c.cols for c in commands) // wl.chunk_cols
+        assert tracked == max(0, gpus - 2)
+        assert sum(not c.tracked for c in commands) == (1 if gpus > 2 else 0)
+        assert all(c.dst_gpu == (g - 1) % gpus for c in commands)
+        assert driver.remote(g).dst_gpu == (g - 1) % gpus
+        assert driver.register_writes(g, block_registers(P, NP))
+    map_ring_windows(driver, wl, "R")
+    assert all(driver.regions(g) == [] for g in range(gpus))
+
+
+def _refused(driver, message, call, *args, **kwargs):
+    before = [driver.named_writes(g) for g in range(driver.gpus)]
+    with pytest.raises(ValueError, match=message):
+        call(*args, **kwargs)
+    after = [driver.named_writes(g) for g in range(driver.gpus)]
+    assert before == after, "a refused call changed the configuration"
+
+
+def test_driver_refusals_name_the_field_and_touch_nothing():
+    driver, wl, layout = _fused_driver(4)
+    configure_fused(driver, wl, layout, "ROUND_ROBIN")
+    c0, c3 = driver.buffer(0, "C"), driver.buffer(3, "C")
+    _refused(driver, "exceed GPU 1's memory of 131072 bytes", driver.malloc, "big", 1, 1024,
+             1024)
+    _refused(driver, "dtype must be one of", driver.malloc, "x", 1, 16, 16, "fp8")
+    _refused(driver, "GPU 0 already has a buffer 'C'", driver.malloc, "C", 0, 16, 16)
+    _refused(driver, "gpu must be a GPU number from 0 to 3, not 4", driver.malloc, "x", 4,
+             16, 16)
+    _refused(driver, "already has a remote window", driver.remote_map, c0.cols_range(0, 16),
+             3, c3.cols_range(0, 16))
+    _refused(driver, "src size 1024 != dst size 2048", driver.remote_map,
+             c0.cols_range(0, 16), 3, c3.cols_range(0, 32))
+    _refused(driver, "tile_rows 8 x 2 bytes = 16 is not a whole number",
+             driver.dma_map, c0.cols_range(0, 16), 3, c3.cols_range(0, 16), tile=(8, 16))
+    _refused(driver, "overlaps region", driver.dma_map, c0.cols_range(32, 16), 3,
+             c3.cols_range(0, 16), tile=(16, 16))
+    _refused(driver, "op must be 'update' or 'store'", driver.dma_map, c0.cols_range(0, 16),
+             3, c3.cols_range(0, 16), op="add")
+    _refused(driver, "granularity 3 does not divide", driver.dma_map, c0.cols_range(0, 16), 3,
+             c3.cols_range(0, 16), granularity=3)
+    _refused(driver, "policy must be one of", driver.set_arbitration, "fastest")
+    # more open tiles in one Tracker set than it has ways
+    stages = [[k * NP.tracker.sets for k in range(5)], []]
+    _refused(driver, "set 0 would hold 10 open tiles", driver.gemm, c0, stages, 2)
+
+
+def test_a_region_past_the_commands_is_refused():
+    driver, wl, layout = _fused_driver(4)
+    c0, c3 = driver.buffer(0, "C"), driver.buffer(3, "C")
+    for k in range(NP.tracker.regions):
+        driver.dma_map(c0.cols_range(16 * k, 16), 3, c3.cols_range(16 * k, 16))
+    _refused(driver, "5 regions given but the Tracker has 4", driver.dma_map,
+             driver.buffer(0, "R").cols_range(0, 16), 3, driver.buffer(3, "R").cols_range(0, 16))
+
+
+# --- workload -------------------------------------------------------------------------------------
+
+def test_ring_reference_is_the_ring_ordered_sum():
+    """Chunk o = (((0 + p[o-1]) + p[o-2]) + ...) + p[o], each sum rounded to fp16: checked
+    against a direct evaluation in that order, and different from the plain sum order."""
+    rng = np.random.default_rng(5)
+    g = 4
+    parts = [(rng.standard_normal((8, 8)) * 1000).astype(np.float16) for _ in range(g)]
+    ref = ring_reference(parts, np.float16)
+    for o in range(g):
+        cols = slice(2 * o, 2 * o + 2)
+        acc = np.zeros((8, 2), np.float16)
+        for d in (1, 2, 3, 0):
+            acc = (acc + parts[(o - d) % g][:, cols]).astype(np.float16)
+        assert acc.tobytes() == ref[:, cols].tobytes()
+    plain = sum(p.astype(np.float16) for p in parts)
+    assert plain.tobytes() != ref.tobytes()         # the order matters at fp16
+
+
+def test_workload_refuses_and_balances():
+    with pytest.raises(ValueError, match="n 48 is not a multiple of gpus x tile_cols"):
+        GemmSpec(m=32, n=48, k=16).check(P, 4)
+    with pytest.raises(ValueError, match="tile_rows 8 x 2 bytes"):
+        GemmSpec(m=32, n=64, k=16, tile_rows=8).check(P, 4)
+    with pytest.raises(ValueError, match="dtype must be 'fp16' or 'fp32'"):
+        GemmSpec(dtype="bf16")
+    for gpus in (2, 4, 8):
+        spec = GemmSpec(m=64, n=32 * gpus, k=balanced_k(gpus))
+        assert abs(Workload.estimate(spec, gpus, P)["ratio"] - 1) < 0.1
+    # a preset keeps the paper's GEMM : RS ratio at its TP degree whatever the ring size
+    paper = preset("T-NLG-FC-1-TP16", 16)
+    for gpus in (4, 8):
+        spec = preset("T-NLG-FC-1-TP16", gpus)
+        r = Workload.estimate(spec, gpus, P)["ratio"]
+        assert abs(r / Workload.estimate(paper, 16, P)["ratio"] - 1) < 0.05
+
+
+def test_wg_ids_name_the_same_tile_on_every_gpu():
+    wl = Workload(GemmSpec(m=32, n=64, k=16, wfs_per_wg=2), 4, P)
+    where = [{wg.wg_id: (wg.chunk, tuple(wg.tiles)) for wg in wl.schedule[g]} for g in range(4)]
+    assert all(w == where[0] for w in where)
+    # and each GPU runs its chunks in the staggered order
+    assert [wg.chunk for wg in wl.schedule[1]] == [2, 3, 0, 1]
