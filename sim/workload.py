@@ -65,7 +65,7 @@ class GemmSpec:
     dtype: str = "fp16"
     tile_rows: int = 16
     tile_cols: int = 16
-    wfs_per_wg: int = 4
+    wfs_per_wg: int = 2
     cus: int = 4
     flops_per_cycle: float = None     # per GPU; default: the paper's, scaled
     name: str = "custom"

@@ -264,3 +264,11 @@ def test_wg_ids_name_the_same_tile_on_every_gpu():
     assert all(w == where[0] for w in where)
     # and each GPU runs its chunks in the staggered order
     assert [wg.chunk for wg in wl.schedule[1]] == [2, 3, 0, 1]
+
+
+def test_docs_node_register_map_is_the_hardware_one():
+    from pathlib import Path
+    from hw.node import node_registers
+    text = (Path(__file__).parent.parent / "docs" / "system.md").read_text()
+    documented = text.split("<!-- registers:begin -->\n")[1].split("\n<!-- registers:end -->")[0]
+    assert documented == node_registers().markdown()
