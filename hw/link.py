@@ -54,7 +54,11 @@ class LinkModel(wiring.Component):
     """
 
     def __init__(self, params: T3Params, latency=4, num=1, den=1, depth=None):
-        check_link(latency, num, den)
+        try:
+            check_link(latency, num, den)
+        except ValueError:
+            self._MustUse__silence = True       # refused, not forgotten
+            raise
         self.params, self.latency, self.num, self.den = params, latency, num, den
         self.depth = depth or -(-latency * num // den) + 2
         super().__init__({"i": In(link_signature(params)), "o": Out(link_signature(params))})

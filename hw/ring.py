@@ -27,11 +27,15 @@ class Ring(wiring.Component):
 
     def __init__(self, params: T3Params, nparams: NodeParams = NodeParams(), gpus=4,
                  latency=8, num=1, den=4):
-        if not isinstance(gpus, int) or isinstance(gpus, bool) or not 2 <= gpus <= 16:
-            raise ValueError(f"gpus must be an integer from 2 to 16, not {gpus!r}")
-        if gpus > nparams.dma.max_gpus:
-            raise ValueError(f"gpus {gpus} needs more than gpu_bits {nparams.dma.gpu_bits}")
-        check_link(latency, num, den)
+        try:
+            if not isinstance(gpus, int) or isinstance(gpus, bool) or not 2 <= gpus <= 16:
+                raise ValueError(f"gpus must be an integer from 2 to 16, not {gpus!r}")
+            if gpus > nparams.dma.max_gpus:
+                raise ValueError(f"gpus {gpus} needs more than gpu_bits {nparams.dma.gpu_bits}")
+            check_link(latency, num, den)
+        except ValueError:
+            self._MustUse__silence = True       # refused, not forgotten
+            raise
         self.params, self.nparams, self.gpus = params, nparams, gpus
         self.latency, self.num, self.den = latency, num, den
         self.nodes = [GPUNode(params, nparams) for _ in range(gpus)]

@@ -21,6 +21,10 @@ CATEGORIES = ("gemm_reads", "gemm_writes", "rs_reads", "rs_writes", "ag_reads", 
 
 def run_all(spec, gpus, *, sim=None, seed=1, progress=None):
     """``{config: result}`` for every configuration and the isolated RS with NMC."""
+    from .system_run import check_config, system_params
+    params, nparams = system_params(spec.dtype)
+    for config in CONFIGS:                  # refuse a bad workload before the first run
+        check_config(spec, gpus, config, params, nparams)
     results = {}
     for config in CONFIGS + (ISOLATED_RS,):
         if progress:

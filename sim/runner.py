@@ -65,7 +65,8 @@ def tb_config():
 
 def design_key(*parts):
     """A key that changes with the design: the source of the hardware packages (not the
-    command line, test helpers or golden models) plus ``parts`` (the parameters, as JSON)."""
+    command line, test helpers or golden models), ``parts`` (the parameters, as JSON) and
+    the versions of Amaranth, cocotb and Verilator."""
     import hashlib
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
@@ -76,7 +77,9 @@ def design_key(*parts):
                 continue
             h.update(path.name.encode())
             h.update(path.read_bytes())
-    h.update(json.dumps(parts, sort_keys=True, default=str).encode())
+    from importlib.metadata import version
+    tools = [version(name) for name in ("amaranth", "cocotb", "verilator")]
+    h.update(json.dumps([parts, tools], sort_keys=True, default=str).encode())
     return h.hexdigest()[:20]
 
 

@@ -706,7 +706,9 @@ class System:
                                                     for a in after)),
             "status": {g: {k: v for k, v in a.items() if k.endswith(("status", "errors"))}
                        for g, a in enumerate(after)},
-            "arbiter_threshold": [a["arbiter.threshold"] for a in after],
+            # MCA's threshold as the fused phase left it (the AG reprograms the arbiter)
+            "arbiter_threshold": [a["arbiter.threshold"] for a in
+                                  ph.get("gemm_rs", ph.get("gemm"))["after"]],
         }
 
 

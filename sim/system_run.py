@@ -12,7 +12,7 @@ from .runner import default_sim, design_key, run_for_result
 from .workload import LINK_BANDWIDTH
 
 
-__all__ = ["system_params", "run_config", "LINK_LATENCY"]
+__all__ = ["system_params", "run_config", "check_config", "LINK_LATENCY"]
 
 
 #: Link latency of the scaled system, cycles (the paper's 500 ns at 1 GHz is 500 cycles; the
@@ -28,6 +28,26 @@ def system_params(dtype="fp16", memory_rows=8):
     return T3Params(), NodeParams(nmc=NMCParams(rows=memory_rows, formats=formats))
 
 
+def check_config(spec, gpus, config, params, nparams):
+    """Everything the run will program, checked in Python first (the workload against the
+    ring, every driver call of every phase): a refused configuration raises ``ValueError``
+    naming the field before any simulator starts."""
+    from .driver import Driver
+    from .system import CONFIGS, ISOLATED_RS, allocate, configure_fused, map_ring_windows
+    from .workload import Workload
+    if config not in CONFIGS + (ISOLATED_RS,):
+        raise ValueError(f"config must be one of {CONFIGS}, not {config!r}")
+    if not isinstance(gpus, int) or not 2 <= gpus <= 16:
+        raise ValueError(f"gpus must be an integer from 2 to 16, not {gpus!r}")
+    wl = Workload(spec, gpus, params)
+    driver = Driver(params, nparams, gpus)
+    layout = allocate(driver, wl)
+    if config != "sequential":
+        configure_fused(driver, wl, layout, "MCA" if config == "t3-mca" else "ROUND_ROBIN")
+    map_ring_windows(driver, wl, "R")
+    map_ring_windows(driver, wl, "C")
+
+
 def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=None,
                progress=None, memory_rows=8, latency=LINK_LATENCY, bandwidth=LINK_BANDWIDTH):
     """Run ``config`` on a ring of ``gpus``; returns the result dict of
@@ -36,6 +56,7 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     import sim.system as tb
     sim = sim or default_sim()
     params, nparams = system_params(spec.dtype, memory_rows)
+    check_config(spec, gpus, config, params, nparams)
     build_dir = Path(build_dir or tempfile.mkdtemp(prefix=f"t3_system_{config}_"))
     build_dir.mkdir(parents=True, exist_ok=True)
     progress_file = build_dir / "progress.txt"

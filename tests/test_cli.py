@@ -63,3 +63,67 @@ def test_export_mc_arbiter(tmp_path, capsys):
                  "calib_start", "calib_end", "occupancy"):
         assert re.search(rf"\b(input|output)\b[^;]*\b{port};", verilog), port
     assert "`starve_limit`" in (tmp_path / "t3_mc_arbiter_registers.md").read_text()
+
+
+@pytest.mark.cocotb
+def test_run_prints_a_verified_summary_and_json(tmp_path, capsys):
+    import json
+    out_json = tmp_path / "run.json"
+    assert main(["run", "--gpus", "2", "--m", "32", "--n", "32", "--k", "64", "--config",
+                 "t3", "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    assert "verified   yes" in out and "GEMM : RS estimate" in out
+    result = json.loads(out_json.read_text())
+    assert result["verified"] is True and result["gpus"] == 2 and result["config"] == "t3"
+    for key in ("gemm_reads", "gemm_writes", "rs_reads", "rs_writes", "ag_reads", "ag_writes",
+                "link_utilization", "tracker_peak_occupancy"):
+        assert key in result["dram"], key
+    assert result["cycles"] == sum(result["phase_cycles"].values())
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--gpus", "4", "--n", "48"], "n 48 is not a multiple of gpus x tile_cols"),
+    (["--gpus", "4", "--m", "24"], "m 24 is not a multiple of tile_rows 16"),
+    (["--preset", "T-NLG-OP-TP8", "--k", "64"], "--preset and --m/--n/--k exclude each other"),
+])
+def test_run_refuses_bad_workloads(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", *args])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_export_node_and_ring(tmp_path, capsys):
+    assert main(["export", "ring", "--gpus", "2", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "t3_ring.v").read_text()
+    assert "module t3_ring(" in text and "gpu1_cfg__awaddr" in text
+    with pytest.raises(SystemExit) as exit_info:
+        main(["export", "ring", "--gpus", "17", "--out", str(tmp_path)])
+    assert "gpus must be an integer from 2 to 16, not 17" in capsys.readouterr().err
+
+
+
+def test_compare_views_and_plot(tmp_path):
+    """The Figure 16 and 18 views and the plot from a set of results (no simulation)."""
+    from sim.compare import figure16_lines, figure18_lines, plot, speedups
+
+    def result(config, phases, dram):
+        return {"config": config, "gpus": 4, "cycles": sum(phases.values()),
+                "phase_cycles": phases, "workload": {"name": "w", "m": 1, "n": 1, "k": 1,
+                                                     "dtype": "fp16"},
+                "dram": dict(zip(("gemm_reads", "gemm_writes", "rs_reads", "rs_writes",
+                                  "ag_reads", "ag_writes"), dram))}
+    results = {"sequential": result("sequential", {"gemm": 100, "rs": 80, "ag": 20},
+                                    (10, 4, 7, 4, 3, 3)),
+               "t3": result("t3", {"gemm_rs": 120, "ag": 20}, (10, 4, 2, 2, 3, 3)),
+               "t3-mca": result("t3-mca", {"gemm_rs": 110, "ag": 20}, (10, 4, 2, 2, 3, 3)),
+               "rs-nmc": result("rs-nmc", {"gemm_rs": 70, "ag": 20}, (0, 4, 2, 2, 3, 3))}
+    s = speedups(results)
+    assert s["Ideal-GEMM-RS-Overlap"] == (120, 200 / 120)
+    assert s["Ideal-RS+NMC"] == (120, 200 / 120)
+    assert s["T3-MCA"] == (130, 200 / 130)
+    text = "\n".join(figure16_lines(results) + figure18_lines(results))
+    assert "T3-MCA reaches 81% of the ideal overlap's gain" in text
+    assert "0.774" in text          # t3-mca's 24 accesses over Sequential's 31
+    path = plot(results, tmp_path / "fig.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
