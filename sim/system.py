@@ -561,7 +561,6 @@ class System:
     # --- phases ---------------------------------------------------------------------------------
 
     async def run_phase(self, name, kernels, timeout):
-        import cocotb
         from cocotb.triggers import RisingEdge
         before = await self.snapshot()
         self.runner.kernels = list(kernels)
@@ -584,20 +583,17 @@ class System:
                               f"{done}/{len(self.runner.kernels)} kernels done")
         end = max(k.end for k in self.runner.kernels)
         cycles = end - start + 1
-        del cocotb
         after = await self.snapshot()
         delta = [{k: a[k] - b[k] for k in a} for a, b in zip(after, before)]
         self.phases[name] = {"cycles": cycles, "delta": delta, "after": after}
-        for k in kernels:
-            if getattr(k, "step_starts", None):
-                self.progress(f"{k.name}: steps started at {[c - start for c in k.step_starts]}")
+        self.phases[name]["steps"] = {k.name: [c - start for c in k.step_starts]
+                                      for k in kernels if getattr(k, "step_starts", None)}
         self.progress(f"phase {name}: {cycles} cycles")
         for g, port in enumerate(self.ports):
             assert not port.errors, f"GPU {g}: memory refused {port.errors[0]}"
         return cycles
 
     async def run(self):
-        import cocotb
         wl, gpus, layout = self.wl, self.gpus, self.layout
         await self.bench.start()
         chunk_beats = layout["chunk_beats"]

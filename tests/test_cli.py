@@ -99,8 +99,8 @@ def test_export_node_and_ring(tmp_path, capsys):
     assert "module t3_ring(" in text and "gpu1_cfg__awaddr" in text
     with pytest.raises(SystemExit) as exit_info:
         main(["export", "ring", "--gpus", "17", "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
     assert "gpus must be an integer from 2 to 16, not 17" in capsys.readouterr().err
-
 
 
 def test_compare_views_and_plot(tmp_path):
