@@ -1,8 +1,7 @@
 """System figures (``t3 bench system`` or ``python -m benchmarks.system``).
 
 - ``system.sim_speed.<sim>``: simulated cycles per second of the 4-GPU ring running the
-  default workload in the ``t3`` configuration (Verilator: the whole run; Icarus: a small
-  workload on the same ring, Icarus being ~20x slower), Python agents included.
+  default workload in the ``t3`` configuration, Python agents included.
 - ``system.<preset>.<config>``: speedup over Sequential of T3, T3-MCA, Ideal-GEMM-RS-Overlap
   and Ideal-RS+NMC on the default presets (4 GPUs, M = 32), with the fraction of the ideal
   overlap's gain that T3-MCA reaches.
@@ -25,10 +24,7 @@ DEFAULT_PRESETS = ("Mega-GPT-2-OP-TP8", "Mega-GPT-2-FC-2-TP8")
 def main(sims=None, synth=True, presets=DEFAULT_PRESETS, gpus=4):
     sims = sims or ["verilator", "icarus"]
     for sim in sims:
-        if sim == "verilator":
-            spec = GemmSpec(m=64, n=32 * gpus, k=balanced_k(gpus), name="default")
-        else:
-            spec = GemmSpec(m=32, n=16 * gpus, k=64, wfs_per_wg=2, cus=2, name="small")
+        spec = GemmSpec(m=64, n=32 * gpus, k=balanced_k(gpus), name="default")
         r = run_config(spec, gpus, "t3", sim=sim)
         print(f"system.sim_speed.{sim}: {r['cycles_per_s']:.0f} cycles/s ({gpus}-GPU ring, "
               f"{spec.name} workload, {r['simulated_cycles']} cycles, verified "

@@ -1,11 +1,8 @@
-"""The whole system end to end: N GPU nodes in a ring (exported Verilog under cocotb and
-Verilator), a GEMM whose partial outputs are real numbers, the reduce-scatter in each
-configuration, the all-gather, and every GPU's output checked bit for bit against the
+"""The whole system end to end: N GPU nodes in a ring (exported Verilog under cocotb, on
+Verilator and Icarus), a GEMM whose partial outputs are real numbers, the reduce-scatter in
+each configuration, the all-gather, and every GPU's output checked bit for bit against the
 ring-ordered numpy reference.  Also: DRAM traffic against its analytic counts, and a
 compute/communication-balanced case where the fused configurations beat Sequential.
-
-Verilator only: a ring of nodes under Icarus simulates at tens of cycles per second; every
-block of the node runs under both simulators in its own tests.
 """
 
 import pytest
@@ -40,16 +37,16 @@ def check_traffic(r, spec, gpus, config):
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("dtype", ["fp16", "fp32"])
 @pytest.mark.parametrize("gpus", [2, 4])
-def test_end_to_end_bit_exact(gpus, dtype, config, tmp_path, t3_options):
+def test_end_to_end_bit_exact(sim, gpus, dtype, config, tmp_path, t3_options):
     spec = GemmSpec(n=16 * gpus, dtype=dtype, **SMALL)
-    r = run_config(spec, gpus, config, build_dir=tmp_path, seed=t3_options.seed)
+    r = run_config(spec, gpus, config, sim=sim, build_dir=tmp_path, seed=t3_options.seed)
     assert r["verified"] is True
     assert r["gpus"] == gpus and r["config"] == config
     check_traffic(r, spec, gpus, config)
 
 
 @pytest.mark.cocotb
-def test_balanced_case_t3_beats_sequential(tmp_path, t3_options):
+def test_balanced_case_t3_beats_sequential(sim, tmp_path, t3_options):
     """GEMM and RS of about equal length (K from the scaling rule): both fused
     configurations finish sooner than Sequential, while their fused phase is no shorter than
     the GEMM alone (overlap cannot beat its longer half); T3-MCA's DRAM accesses are no more
@@ -57,8 +54,8 @@ def test_balanced_case_t3_beats_sequential(tmp_path, t3_options):
     gpus = 4
     spec = GemmSpec(m=32, n=64, k=balanced_k(gpus), tile_rows=16, tile_cols=16,
                     wfs_per_wg=2, cus=2)
-    results = {c: run_config(spec, gpus, c, build_dir=tmp_path / c, seed=t3_options.seed)
-               for c in CONFIGS}
+    results = {c: run_config(spec, gpus, c, sim=sim, build_dir=tmp_path / c,
+                             seed=t3_options.seed) for c in CONFIGS}
     assert all(r["verified"] for r in results.values())
     seq = results["sequential"]
     ph = seq["phase_cycles"]
