@@ -197,7 +197,8 @@ class Command:
 @dataclasses.dataclass(frozen=True)
 class RemoteWindow:
     """``remote_map``: CU stores to ``[src_base, src_base + size)`` go to GPU ``dst_gpu`` at
-    ``dst_base + (addr - src_base)`` as one-beat packets."""
+    ``dst_base + (addr - src_base)`` (write-combined into packets of up to
+    ``DMAParams.remote_burst`` beats)."""
     src_base: int
     size: int
     dst_gpu: int

@@ -186,7 +186,6 @@ class DMAEngine(wiring.Component):
         pend_r = pend.read_port(domain="comb")
         held = Array(Signal(range(G + 1), name=f"held{c}") for c in range(n))
         rel_k = Signal(range(G + 1))
-        releasing = Signal()
 
         job_v = Signal()
         job = Signal(self.hdr_layout)       # the header fields plus the source address
@@ -213,9 +212,6 @@ class DMAEngine(wiring.Component):
 
         with m.If(job_taken):
             m.d.sync += job_v.eq(0)
-        for c in range(n):
-            with m.If(forget_blocks):
-                m.d.sync += held[c].eq(0)
 
         with m.FSM(name="dispatch"):
             with m.State("TAKE"):
@@ -270,7 +266,7 @@ class DMAEngine(wiring.Component):
                             pend_w.en.eq(1),
                         ]
                         with m.If(held[c_idx] + 1 == granularity):
-                            m.d.sync += [held[c_idx].eq(0), rel_k.eq(0), releasing.eq(1)]
+                            m.d.sync += [held[c_idx].eq(0), rel_k.eq(0)]
                             m.d.comb += inc["blocks"].eq(1)
                             m.next = "RELEASE"
                         with m.Else():
@@ -282,8 +278,10 @@ class DMAEngine(wiring.Component):
                     m.d.sync += make_job(data.View(self.trig_layout, pend_r.data))
                     m.d.sync += rel_k.eq(rel_k + 1)
                     with m.If(rel_k + 1 == granularity):
-                        m.d.sync += releasing.eq(0)
                         m.next = "TAKE"
+        with m.If(forget_blocks):           # after the FSM: a forget wins over a count
+            for c in range(n):
+                m.d.sync += held[c].eq(0)
 
         # --- address generator: job -> header queue + beat reads ------------------------------
         m.submodules.hdr_q = hdr_q = SyncFIFOBuffered(
