@@ -64,7 +64,6 @@ class GPUPort:
         self.queue = collections.deque()
         self.pending = collections.deque()
         self.arrivals = 0
-        self.requests = 0
         self.errors = []
         self._offer = None
         self._valid_driven = 0
@@ -75,9 +74,6 @@ class GPUPort:
 
     def send(self, request, done=None):
         self.queue.append((request, done))
-
-    def idle(self):
-        return not self.queue and self._offer is None and not self.pending
 
     def on_edge(self, cycle):
         if self._offer is None and self.queue:
@@ -92,7 +88,6 @@ class GPUPort:
         if self._offer is not None and int(self.ready.value):
             request, done = self._offer
             self._offer = None
-            self.requests += 1
             if request["addr"] >= REMOTE_SPACE and request["op"] != Op.READ.value:
                 if done is not None:
                     done(None)
@@ -530,7 +525,6 @@ class System:
         self.driver = Driver(params, nparams, self.gpus)
         self.layout = allocate(self.driver, wl)
         self.phases = {}
-        self.counters = {}
         est = wl.summary()
         # a phase that runs 20 times longer than the whole job's estimate is stuck
         self.limit = 50_000 + 20 * int(est["gemm_cycles_estimate"] + est["rs_cycles_estimate"])
