@@ -27,7 +27,6 @@ class Scenario:
     remote: RemoteWindow = None
     remote_stores: list = dataclasses.field(default_factory=list)
     gpu_id: int = 0
-    guards: list = dataclasses.field(default_factory=list)   # [(start, end)] guard ranges
 
 
 def random_values(rng, etype, count):
@@ -77,7 +76,7 @@ def random_scenario(params, dparams: DMAParams, seed, commands=None, remote_stor
     guard = _align(guard, beat)
     n = dparams.commands if commands is None else commands
     cursor = guard
-    table, guards = [], []
+    table = []
     for _ in range(n):
         # the source at the cursor; its size depends on the command, so draw, then place
         probe = random_command(params, dparams, rng, 0, 0, gpu_id)
@@ -85,16 +84,13 @@ def random_scenario(params, dparams: DMAParams, seed, commands=None, remote_stor
         dst = _align(src + probe.size + guard, beat)
         cmd = dataclasses.replace(probe, src_base=src, dst_base=dst)
         table.append(cmd)
-        guards.append((dst - guard, dst))
         cursor = _align(dst + cmd.size + guard, beat)
-        guards.append((dst + cmd.size, cursor))
     window = None
     if remote_stores:
         size = 16 * beat
         window = RemoteWindow(src_base=1 << (params.addr_bits - 2),
                               size=size, dst_gpu=gpu_id, dst_base=cursor)
         cursor = _align(cursor + size + guard, beat)
-        guards.append((cursor - guard, cursor))
     memory = bytearray(nprng.integers(0, 256, size=cursor, dtype=np.uint8).tobytes())
     for cmd in table:
         _fill(nprng, memory, cmd.src_base, cmd.size, cmd.etype)
@@ -122,7 +118,7 @@ def random_scenario(params, dparams: DMAParams, seed, commands=None, remote_stor
                 "etype": ElemType.FP16.value, "tracked": rng.getrandbits(1),
                 "wg_id": rng.getrandbits(params.wg_id_bits),
                 "wf_id": rng.getrandbits(params.wf_id_bits)})
-    return Scenario(table, memory, triggers, window, stores, gpu_id, guards)
+    return Scenario(table, memory, triggers, window, stores, gpu_id)
 
 
 def long_transfer_scenario(params, dparams: DMAParams, tile_beats=256, tiles=8, gpu_id=1):
@@ -141,4 +137,4 @@ def long_transfer_scenario(params, dparams: DMAParams, tile_beats=256, tiles=8, 
     check_commands(params, dparams, [cmd], dst_capacity=size)
     triggers = [{"wg_id": i, "wf_id": 0, "addr": a, "region": 0}
                 for i, a in enumerate(cmd.tile_starts())]
-    return Scenario([cmd], memory, triggers, None, [], gpu_id, [])
+    return Scenario([cmd], memory, triggers, None, [], gpu_id)
