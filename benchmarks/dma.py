@@ -21,8 +21,8 @@ TILE_BEATS, TILES, LATENCY = 256, 16, 8
 
 def long_run(sim, tiles=TILES):
     from dma.rtl import DMAEngine
-    from sim.runner import run_for_result
-    import sim.dma_cocotb as tb
+    from sim.harness.runner import run_for_result
+    import sim.blocks.dma.cocotb_tests as tb
     params, dparams = T3Params(), DMAParams()
     config = {"params": params.to_dict(), "dparams": dparams.to_dict(),
               "tile_beats": TILE_BEATS, "tiles": tiles, "latency": LATENCY}
@@ -52,7 +52,7 @@ def main(sims=None, synth=True):
         print(f"dma.sim_speed.{sim}: {value:.0f} cycles/s")
     if synth:
         from dma.rtl import DMAEngine
-        from .synth import resource_lines
+        from benchmarks.synth import resource_lines
         for line in resource_lines("dma", DMAEngine(T3Params(), DMAParams()), "t3_dma"):
             print(line, flush=True)
     return 0

@@ -3,7 +3,7 @@
 - ``mc_arbiter.throughput``: requests enqueued per cycle with both streams always valid and the
   MCQ drained every cycle (cocotb + Verilator, exported Verilog); limit 1.0.
 - ``mc_arbiter.compute_slowdown.<policy>``: the unit-level Figure 17 demonstration
-  (:mod:`sim.mca_demo`): the compute stream's completion time with bursty communication,
+  (:mod:`sim.blocks.mc_arbiter.demo`): the compute stream's completion time with bursty communication,
   against the same compute stream alone; and communication's worst wait under each policy.
 - ``mc_arbiter.sim_speed.<sim>``: simulated cycles per second (Python driver included).
 - ``mc_arbiter.synth.<target>.<resource>``: Yosys cell counts, default geometry (MCQ of 64).
@@ -19,8 +19,8 @@ from mc_arbiter.config import ArbiterParams, Policy
 
 def saturate(sim, n=20_000):
     from mc_arbiter.rtl import MCArbiter
-    from sim.runner import run_for_result
-    import sim.arbiter_cocotb as tb
+    from sim.harness.runner import run_for_result
+    import sim.blocks.mc_arbiter.cocotb_tests as tb
     params, aparams = T3Params(), ArbiterParams()
     config = {"params": params.to_dict(), "aparams": aparams.to_dict(), "n": n, "seed": 1}
     return run_for_result(MCArbiter(params, aparams), "t3_mc_arbiter", tb.__name__, "saturate",
@@ -28,7 +28,7 @@ def saturate(sim, n=20_000):
 
 
 def main(sims=None, synth=True):
-    from sim.mca_demo import DemoConfig, demo_table
+    from sim.blocks.mc_arbiter.demo import DemoConfig, demo_table
     sims = sims or ["verilator", "icarus"]
     speeds = {}
     for index, sim in enumerate(sims):
@@ -56,7 +56,7 @@ def main(sims=None, synth=True):
         print(f"mc_arbiter.sim_speed.{sim}: {value:.0f} cycles/s")
     if synth:
         from mc_arbiter.rtl import MCArbiter
-        from .synth import resource_lines
+        from benchmarks.synth import resource_lines
         for line in resource_lines("mc_arbiter", MCArbiter(T3Params(), ArbiterParams()),
                                    "t3_mc_arbiter"):
             print(line, flush=True)

@@ -16,8 +16,8 @@ from nmc.config import NMCParams
 
 def spread_updates(sim, n):
     from nmc.rtl import NMCUnit
-    from sim.runner import run_for_result
-    import sim.nmc_cocotb as tb
+    from sim.harness.runner import run_for_result
+    import sim.blocks.nmc.cocotb_tests as tb
     params, nparams = T3Params(), NMCParams()
     config = {"params": params.to_dict(), "nparams": nparams.to_dict(), "n": n, "seed": 1}
     return run_for_result(NMCUnit(params, nparams), "t3_nmc", tb.__name__, "spread_updates",
@@ -68,7 +68,7 @@ def main(sims=None, synth=True):
         print(f"nmc.sim_speed.{sim}: {value:.0f} cycles/s")
     if synth:
         from nmc.alu import NearBankALU
-        from .synth import resource_lines
+        from benchmarks.synth import resource_lines
         for line in resource_lines("nmc.alu", NearBankALU(T3Params()), "t3_nmc_alu"):
             print(line, flush=True)
     return 0

@@ -12,9 +12,9 @@ Takes tens of minutes: every preset is four full runs.
 
 import sys
 
-from sim.compare import CATEGORIES, run_all, speedups
-from sim.system_run import run_config
-from sim.workload import GemmSpec, balanced_k, preset
+from sim.system.compare import CATEGORIES, run_all, speedups
+from sim.system.run import run_config
+from sim.system.workload import GemmSpec, balanced_k, preset
 
 
 #: The presets the benchmark compares: a small (OP) and a large (FC-2) sub-layer.

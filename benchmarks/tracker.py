@@ -27,7 +27,7 @@ WORKLOADS = {"verilator": 128, "icarus": 32, "amaranth": 16}     # workgroups, 4
 
 
 def main(sims=None, synth=True):
-    from hw.cli import run_ring_step
+    from sim.blocks.tracker.demo import run_ring_step
     sims = sims or ["verilator", "icarus", "amaranth"]
     params = T3Params(wg_id_bits=12)
     tparams = TrackerParams(sets=256, ways=8)
@@ -55,7 +55,7 @@ def main(sims=None, synth=True):
           f"limit {PAPER_TABLE_BITS} = 19 KB, ratio {bits / PAPER_TABLE_BITS:.3f})")
     if synth:
         from tracker.rtl import Tracker
-        from .synth import resource_lines
+        from benchmarks.synth import resource_lines
         for line in resource_lines("tracker", Tracker(T3Params(), tparams), "t3_tracker"):
             print(line, flush=True)
     return 0

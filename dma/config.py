@@ -22,15 +22,15 @@ import dataclasses
 
 from amaranth.lib import data
 
-from hw.csr import Reg, RegisterFile
-from hw.interfaces import ELEM_BYTES, ElemType, Op, Packer, Source
-from hw.params import T3Params
+from hw.csr import Field, Reg, RegisterFile
+from hw.interfaces import ELEM_BYTES, ElemType, Op, Packer, Source, region_bits
+from hw.params import T3Params, check_int, is_int
 
 
 __all__ = [
     "DMAParams", "Command", "RemoteWindow", "Status", "header_layout", "header_packer",
     "check_commands", "check_remote", "dma_registers", "register_values", "STAT_REGISTERS",
-    "MODE_FIELDS",
+    "MODE", "INFO", "CTRL", "CMD", "STATUS", "window_layout",
 ]
 
 
@@ -39,19 +39,40 @@ STAT_REGISTERS = ("status", "errors", "triggers", "blocks", "tiles_sent", "remot
                   "remote_packets", "beats_sent", "beats_received", "packets_received", "reads", "link_busy",
                   "trigger_stall")
 
-#: Fields of a command's ``mode`` register: name -> (lsb, width).
-MODE_FIELDS = {
-    "valid":       (0, 1),
-    "op":          (1, 2),
-    "etype":       (3, 2),
-    "tracked":     (5, 1),
-    "dst_gpu":     (8, 8),
-    "granularity": (16, 8),
-}
+#: A command's ``mode`` register (``cmd<c>_mode``).
+MODE = Reg("mode", None, "rw", "", fields=(
+    Field("valid", doc="the command is programmed"),
+    Field("op", 2, "1 store, 2 update (op-and-store)"),
+    Field("etype", 2, "element type (0 fp16, 1 bf16, 2 fp32, 3 int32)"),
+    Field("tracked", doc="the destination's Tracker counts the tile's beats"),
+    Field("dst_gpu", 8, "destination GPU", lsb=8),
+    Field("granularity", 8, "tiles per DMA block")))
 
+#: The ``info`` register: the geometry, read-only.
+INFO = Reg("info", 32, "ro", "geometry", fields=(
+    Field("commands", 8, "command table entries"),
+    Field("max_granularity", 8, "largest DMA block in tiles"),
+    Field("buffer_beats", 16, "payload buffer")))
 
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
+#: The ``ctrl`` register.
+CTRL = Reg("ctrl", None, "rw", "", fields=(
+    Field("enable", doc="dispatch triggers (0: they wait in the queue)"),))
+
+#: The ``cmd`` register: write 1 to a field to act.
+CMD = Reg("cmd", None, "wo", "write 1 to act", fields=(
+    Field("clear", doc="clear the counters"),
+    Field("forget", doc="forget the tiles held for incomplete blocks")))
+
+#: The ``status`` register: sticky error bits, write 1 to clear.
+STATUS = Reg("status", None, "w1c", "errors", fields=(
+    Field("no_command", doc="a trigger named a command that is not valid; dropped"),
+    Field("out_of_region", doc="a trigger's tile is unaligned or runs outside its region; "
+                               "dropped"),
+    Field("remote_range", doc="a remote store outside the remote window (or a read); dropped"),
+    Field("mem_error", doc="a tile read came back with the error flag (data sent as read)"),
+    Field("resp_order", doc="a read response's tag was not the next one expected"),
+    Field("rx_framing", doc="a received packet was malformed (see docs/dma.md)"),
+    Field("rx_wrong_gpu", doc="a received packet was addressed to another GPU; dropped")))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,40 +116,29 @@ class DMAParams:
                              ("buffer_beats", 4, 1024), ("max_granularity", 1, 64),
                              ("gpu_bits", 1, 8), ("dim_bits", 4, 24), ("remote_burst", 1, 64),
                              ("remote_flush", 1, 255)):
-            value = getattr(self, name)
-            if not _is_int(value) or not lo <= value <= hi:
-                raise ValueError(f"{name} must be an integer from {lo} to {hi}, not {value!r}")
+            check_int(name, getattr(self, name), lo, hi)
 
     @property
     def command_bits(self):
-        return max(1, (self.commands - 1).bit_length())
+        return region_bits(self.commands)
 
     @property
     def max_gpus(self):
         return 1 << self.gpu_bits
 
+    def check_against(self, params: T3Params):
+        """Refuse a geometry whose link header does not fit one beat of ``params``."""
+        size = header_layout(params, self).size
+        if size > params.beat_bits:
+            raise ValueError(f"the link header needs {size} bits, more than one beat of "
+                             f"beat_bits {params.beat_bits}")
+
     def to_dict(self):
         return dataclasses.asdict(self)
 
 
-class Status:
-    """Bits of the ``status`` register (sticky, write 1 to clear)."""
-    NO_COMMAND    = 1 << 0  # a trigger named a command that is not valid; dropped
-    OUT_OF_REGION = 1 << 1  # a trigger's tile is unaligned or runs outside its region; dropped
-    REMOTE_RANGE  = 1 << 2  # a remote store outside the remote window (or a read); dropped
-    MEM_ERROR     = 1 << 3  # a tile read came back with the error flag (data sent as read)
-    RESP_ORDER    = 1 << 4  # a read response's tag was not the next one expected
-    RX_FRAMING    = 1 << 5  # a received packet was malformed (see docs/dma.md)
-    RX_WRONG_GPU  = 1 << 6  # a received packet was addressed to another GPU; dropped
-    ERRORS = (NO_COMMAND | OUT_OF_REGION | REMOTE_RANGE | MEM_ERROR | RESP_ORDER | RX_FRAMING
-              | RX_WRONG_GPU)
-    NAMES = {NO_COMMAND: "no_command", OUT_OF_REGION: "out_of_region",
-             REMOTE_RANGE: "remote_range", MEM_ERROR: "mem_error", RESP_ORDER: "resp_order",
-             RX_FRAMING: "rx_framing", RX_WRONG_GPU: "rx_wrong_gpu"}
-
-    @classmethod
-    def describe(cls, value):
-        return [name for bit, name in cls.NAMES.items() if value & bit]
+#: The ``status`` bits as flags (from :data:`STATUS`), with ``ERRORS`` (all of them).
+Status = STATUS.flags("Status", {"ERRORS": [f.name for f in STATUS.fields]})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,10 +198,9 @@ class Command:
 
     def mode(self):
         """Value of the command's ``mode`` register."""
-        fields = {"valid": 1, "op": Op(self.op).value, "etype": ElemType(self.etype).value,
-                  "tracked": int(bool(self.tracked)), "dst_gpu": self.dst_gpu,
-                  "granularity": self.granularity}
-        return sum(value << MODE_FIELDS[name][0] for name, value in fields.items())
+        return MODE.encode(valid=1, op=Op(self.op).value, etype=ElemType(self.etype).value,
+                           tracked=int(bool(self.tracked)), dst_gpu=self.dst_gpu,
+                           granularity=self.granularity)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,6 +212,12 @@ class RemoteWindow:
     size: int
     dst_gpu: int
     dst_base: int
+
+
+def window_layout(params: T3Params):
+    """The ``remote_map`` window as the DMA engine exports it to the node (port ``window``):
+    ``base`` and ``size`` in bytes (size 0: no window)."""
+    return data.StructLayout({"base": params.addr_bits, "size": params.addr_bits})
 
 
 def header_layout(params: T3Params, dparams: DMAParams):
@@ -260,7 +275,7 @@ def check_commands(params: T3Params, dparams: DMAParams, commands, dst_capacity=
         for field in ("src_base", "rows", "cols", "ld", "tile_rows", "tile_cols", "dst_gpu",
                       "dst_base", "granularity"):
             value = getattr(c, field)
-            if not _is_int(value) or value < 0:
+            if not is_int(value) or value < 0:
                 raise ValueError(f"{where}: {field} must be a non-negative integer, "
                                  f"not {value!r}")
         for field in ("rows", "cols", "ld", "tile_rows", "tile_cols"):
@@ -314,7 +329,7 @@ def check_commands(params: T3Params, dparams: DMAParams, commands, dst_capacity=
                 raise ValueError(f"{where}: {field} 0x{base:x} + size 0x{c.size:x} passes the "
                                  f"{params.addr_bits}-bit address space")
         if dst_capacity is not None:
-            cap = dst_capacity if _is_int(dst_capacity) else dst_capacity.get(c.dst_gpu)
+            cap = dst_capacity if is_int(dst_capacity) else dst_capacity.get(c.dst_gpu)
             if cap is None:
                 raise ValueError(f"{where}: dst_gpu {c.dst_gpu} has no memory")
             if c.dst_base + c.size > cap:
@@ -343,7 +358,7 @@ def check_remote(params: T3Params, dparams: DMAParams, window, dst_capacity=None
         return None
     for field in ("src_base", "size", "dst_gpu", "dst_base"):
         value = getattr(window, field)
-        if not _is_int(value) or value < 0:
+        if not is_int(value) or value < 0:
             raise ValueError(f"remote window: {field} must be a non-negative integer, "
                              f"not {value!r}")
         if field != "dst_gpu" and value % params.beat_bytes:
@@ -359,7 +374,7 @@ def check_remote(params: T3Params, dparams: DMAParams, window, dst_capacity=None
             raise ValueError(f"remote window: {field} + size passes the {params.addr_bits}-bit "
                              f"address space")
     if dst_capacity is not None:
-        cap = dst_capacity if _is_int(dst_capacity) else dst_capacity.get(window.dst_gpu)
+        cap = dst_capacity if is_int(dst_capacity) else dst_capacity.get(window.dst_gpu)
         if cap is None or window.dst_base + window.size > cap:
             raise ValueError(f"remote window: destination [0x{window.dst_base:x}, "
                              f"0x{window.dst_base + window.size:x}) is outside GPU "
@@ -370,17 +385,8 @@ def check_remote(params: T3Params, dparams: DMAParams, window, dst_capacity=None
 def dma_registers(params: T3Params, dparams: DMAParams):
     """The DMA engine's register map (a fresh :class:`hw.csr.RegisterFile`)."""
     a, d = params.addr_bits, dparams.dim_bits
-    mode_doc = ("[0] valid, [2:1] op (1 store, 2 update), [4:3] etype, [5] tracked at the "
-                "destination, [15:8] dst_gpu, [23:16] granularity (tiles per block)")
     regs = [
-        Reg("info", 32, "ro", "[7:0] commands, [15:8] max_granularity, [31:16] "
-                              "buffer_beats"),
-        Reg("ctrl", 1, "rw", "[0] enable: dispatch triggers (0: they wait in the queue)"),
-        Reg("cmd", 2, "wo", "write 1: [0] clear the counters, [1] forget the tiles held for "
-                            "incomplete blocks"),
-        Reg("status", 7, "w1c", "sticky: [0] no_command, [1] out_of_region, [2] remote_range, "
-                                "[3] mem_error, [4] resp_order, [5] rx_framing, "
-                                "[6] rx_wrong_gpu"),
+        INFO, CTRL, CMD, STATUS,
         Reg("gpu_id", dparams.gpu_bits, "rw", "this GPU's number on the link (received "
                                               "packets must name it)"),
         Reg("remote_base", a, "rw", "remote_map window: first source byte address"),
@@ -402,7 +408,7 @@ def dma_registers(params: T3Params, dparams: DMAParams):
     ]
     for c in range(dparams.commands):
         regs += [
-            Reg(f"cmd{c}_mode", 24, "rw", f"command {c}: {mode_doc}"),
+            dataclasses.replace(MODE, name=f"cmd{c}_mode", doc=f"command {c}"),
             Reg(f"cmd{c}_src_base", a, "rw", f"command {c}: source region start (bytes)"),
             Reg(f"cmd{c}_dst_base", a, "rw", f"command {c}: destination start (bytes)"),
             Reg(f"cmd{c}_rows", d, "rw", f"command {c}: rows M (elements)"),
@@ -438,5 +444,5 @@ def register_values(params, dparams, commands, gpu_id=0, remote=None, enable=Tru
     else:
         values += [("remote_base", remote.src_base), ("remote_size", remote.size),
                    ("remote_dst_gpu", remote.dst_gpu), ("remote_dst_base", remote.dst_base)]
-    values.append(("ctrl", int(enable)))
+    values.append(("ctrl", CTRL.encode(enable=int(enable))))
     return values

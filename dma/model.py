@@ -10,7 +10,7 @@ import numpy as np
 
 from hw.interfaces import ElemType, Op, Source, Stream
 from nmc.model import alu_reference, lane_dtype
-from .config import Command, DMAParams, RemoteWindow, Status
+from .config import STATUS, Command, DMAParams, RemoteWindow, Status
 
 
 __all__ = ["Packet", "DMAModel", "tile_beat_addresses", "packet_addresses", "apply_requests",
@@ -245,6 +245,11 @@ def remote_beats(packets, params):
     return out
 
 
+def _set(status):
+    """The names of the ``status`` bits set in ``status``."""
+    return [name for name, bit in STATUS.decode(status).items() if bit]
+
+
 def check_dma_run(model: DMAModel, sent_packets, memory, expected, regs=None):
     """Scoreboard.  ``sent_packets``: what the hardware sent on ``tx`` (in order);
     ``memory``/``expected``: the final image and numpy's; ``regs``: the statistics registers
@@ -277,7 +282,7 @@ def check_dma_run(model: DMAModel, sent_packets, memory, expected, regs=None):
                             f"0x{diff[0]:x}: 0x{got[diff[0]]:02x} != 0x{expected[diff[0]]:02x}")
     if regs is not None:
         assert regs["status"] == model.status, \
-            f"status {Status.describe(regs['status'])} != model {Status.describe(model.status)}"
+            f"status {_set(regs['status'])} != model {_set(model.status)}"
         for name, value in model.counters.items():
             assert regs[name] == value, f"counter {name} = {regs[name]}, model says {value}"
         assert regs["remote_packets"] == len(got_remote), \

@@ -1,21 +1,19 @@
 """The DMA engine: trigger queue, pre-programmed command table, tile address generator, link
-packetizer and depacketizer (T3_SPEC section 5)."""
+packetizer and depacketizer (paper section 4.2.2; ``docs/design.md`` section 5)."""
 
-from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth import Array, Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from hw.csr import csr_signature, count
 from hw.interfaces import (ElemType, Op, Source, Stream, link_signature, mem_request_layout,
-                           request_signature, response_signature)
+                           request_signature, response_signature, trigger_layout)
 from hw.params import T3Params
-from tracker.config import TrackerParams
-from tracker.rtl import trigger_layout
-from .config import DMAParams, MODE_FIELDS, dma_registers, header_layout
+from .config import MODE, DMAParams, dma_registers, header_layout, window_layout
 
 
-__all__ = ["DMAEngine", "dma_trigger_layout", "COUNTER_BITS", "FIRST_BEAT_LATENCY"]
+__all__ = ["DMAEngine", "COUNTER_BITS", "FIRST_BEAT_LATENCY"]
 
 
 #: Width of the statistics counters (saturating).
@@ -28,11 +26,6 @@ COUNTER_BITS = 32
 #: the first payload beat available.  A read taken on ``mem`` in cycle ``c`` and answered on
 #: ``resp`` in cycle ``c + L`` puts the header on the link in cycle ``trigger + 9 + L``.
 FIRST_BEAT_LATENCY = 9
-
-
-def dma_trigger_layout(params: T3Params, dparams: DMAParams):
-    """The Tracker's trigger layout for a Tracker with ``dparams.commands`` regions."""
-    return trigger_layout(params, TrackerParams(regions=dparams.commands))
 
 
 class DMAEngine(wiring.Component):
@@ -75,6 +68,10 @@ class DMAEngine(wiring.Component):
         Packets from the previous GPU; each payload beat becomes one ``mem`` request.
     csr : In(csr_signature(...))
         Register file (:func:`dma.config.dma_registers`).
+    window : Out(:func:`dma.config.window_layout`)
+        The ``remote_map`` window as programmed (``base``, ``size`` = the registers
+        ``remote_base``, ``remote_size``): the node's address decoder sends the CUs' stores
+        inside it to ``remote``.  Follows a register write in the next cycle.
 
     Timing
     ------
@@ -88,12 +85,9 @@ class DMAEngine(wiring.Component):
         self.params = params
         self.dparams = dparams
         self.regs = dma_registers(params, dparams)
-        self.trig_layout = dma_trigger_layout(params, dparams)
+        self.trig_layout = trigger_layout(params, dparams.commands)
+        dparams.check_against(params)
         self.hdr_layout = header_layout(params, dparams)
-        if self.hdr_layout.size > params.beat_bits:
-            self._MustUse__silence = True       # refused, not forgotten
-            raise ValueError(f"the link header needs {self.hdr_layout.size} bits, more than "
-                             f"one beat of beat_bits {params.beat_bits}")
         super().__init__({
             "trig":   In(stream.Signature(self.trig_layout)),
             "remote": In(request_signature(params)),
@@ -102,6 +96,7 @@ class DMAEngine(wiring.Component):
             "tx":     Out(link_signature(params)),
             "rx":     In(link_signature(params)),
             "csr":    In(csr_signature(self.regs.addr_bits)),
+            "window": Out(window_layout(params)),
         })
 
     def elaborate(self, platform):
@@ -113,22 +108,20 @@ class DMAEngine(wiring.Component):
         all_keep = (1 << beat) - 1
 
         # --- registers and statistics ---------------------------------------------------
-        status = Signal(7)
         cnt = {name: Signal(COUNTER_BITS, name=f"cnt_{name}") for name in (
             "errors", "triggers", "blocks", "tiles_sent", "remote_sent", "remote_packets",
             "beats_sent",
             "beats_received", "packets_received", "reads", "link_busy", "trigger_stall")}
-        info = Const(n | (G << 8) | (dp.buffer_beats << 16), 32)
-        regs.elaborate(m, self.csr, {"info": info, "status": status, **cnt})
-        cmd_w = Mux(regs.write_strobe("cmd"), regs.write_data("cmd"), 0)
-        clear_counters, forget_blocks = cmd_w[0], cmd_w[1]
-        clear_status = Mux(regs.write_strobe("status"), regs.write_data("status"), 0)
-        enable = regs.rw("ctrl")[0]
+        info = {"commands": n, "max_granularity": G, "buffer_beats": dp.buffer_beats}
+        regs.elaborate(m, self.csr, {"info": info, **cnt})
+        clear_counters = regs.command("cmd", "clear")
+        forget_blocks = regs.command("cmd", "forget")
+        enable = regs.rw("ctrl").enable
         gpu_id = regs.rw("gpu_id")
         ev = {k: Signal(name=f"ev_{k}") for k in (
             "no_command", "out_of_region", "remote_range", "mem_error", "resp_order",
             "rx_framing", "rx_wrong_gpu")}
-        m.d.sync += status.eq((status & ~clear_status) | Cat(*ev.values()))
+        regs.status(m, "status", **ev)
         n_errors = Signal(range(len(ev) + 1))
         m.d.comb += n_errors.eq(sum(v for v in ev.values()))
         inc = {k: Signal(name=f"inc_{k}") for k in (
@@ -154,20 +147,19 @@ class DMAEngine(wiring.Component):
 
         # --- dispatcher: trigger + command -> job --------------------------------------------
         def table(field):
-            return Array(regs.rw(f"cmd{c}_{field}") for c in range(n))
+            return Array(Value.cast(regs.rw(f"cmd{c}_{field}")) for c in range(n))
 
         cur = Signal(self.trig_layout)
         head = data.View(self.trig_layout, trig_q.r_data)
         c_idx = Signal(dp.command_bits)
         c_exists = Signal()
-        c_mode = Signal(24)
+        c_mode = Signal(MODE.layout)
         c_src, c_dst = Signal(A), Signal(A)
         c_cols, c_ld = Signal(dp.dim_bits), Signal(dp.dim_bits)
         c_trows, c_tcols = Signal(dp.dim_bits), Signal(dp.dim_bits)
 
         def mode(name):
-            lsb, width = MODE_FIELDS[name]
-            return c_mode[lsb:lsb + width]
+            return c_mode[name]
 
         eshift = Signal(2)          # log2(element bytes): 1 for fp16/bf16, 2 for fp32/int32
         m.d.comb += eshift.eq(1 + mode("etype")[1])
@@ -349,6 +341,7 @@ class DMAEngine(wiring.Component):
         # closes after remote_flush cycles without a store.  Runs leave as one packet each.
         rem = self.remote.payload
         r_base, r_size = regs.rw("remote_base"), regs.rw("remote_size")
+        m.d.comb += [self.window.base.eq(r_base), self.window.size.eq(r_size)]
         r_off = Signal(A + 1)
         m.d.comb += r_off.eq(rem.addr - r_base)
         rem_ok = Signal()

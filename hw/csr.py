@@ -1,10 +1,18 @@
-"""A small register file shared by the T3 blocks, in the spirit of amaranth-soc's ``csr``.
+r"""A small register file shared by the T3 blocks, in the spirit of amaranth-soc's ``csr``.
 
-Each block describes its registers once, as a list of :class:`Reg`; :class:`RegisterFile` lays
-them out on 32-bit words (a register wider than 32 bits takes consecutive words, least
-significant word first), decodes the block's :func:`csr_signature` port, and renders the map as a
-Markdown table for the documentation.  The driver reads addresses from the same object, so the
-map exists in exactly one place.
+Each block describes its registers once, as a list of :class:`Reg`, and a register made of
+named bit ranges lists them once, as :class:`Field`\ s.  From that one description come:
+
+* the hardware: :class:`RegisterFile` lays the registers out on 32-bit words (a register wider
+  than 32 bits takes consecutive words, least significant word first) and decodes the block's
+  :func:`csr_signature` port; a register with fields is a ``data.View`` in the RTL
+  (``regs.rw("ctrl").enable``, ``regs.command("cmd", "flush")``), and the sticky bits of a
+  ``w1c`` status register are kept by :meth:`RegisterFile.status`;
+* the Python side: :meth:`Reg.encode` / :meth:`Reg.decode` (the driver and the testbenches
+  write and read fields by name) and :meth:`Reg.flags` (an ``enum.IntFlag`` of the bits, for
+  the golden models);
+* the documentation: :meth:`RegisterFile.markdown`, the register table and the field table
+  that ``t3 export`` writes and the pages of ``docs/`` include (``t3 docs`` refreshes them).
 
 Bus timing (``csr`` port, seen from the block)
 ----------------------------------------------
@@ -31,13 +39,14 @@ Access kinds
 """
 
 import dataclasses
+import enum
 
-from amaranth import Module, Signal, Value
-from amaranth.lib import wiring
+from amaranth import Module, Mux, Signal, Value, unsigned
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 
-__all__ = ["Reg", "RegisterFile", "csr_signature", "count", "CSR_DATA_BITS"]
+__all__ = ["Field", "Reg", "RegisterFile", "csr_signature", "count", "CSR_DATA_BITS"]
 
 
 CSR_DATA_BITS = 32
@@ -55,13 +64,38 @@ def csr_signature(addr_bits):
 
 
 @dataclasses.dataclass(frozen=True)
+class Field:
+    """A named bit range of a register.
+
+    ``name`` (an identifier), ``width`` in bits, ``doc``; ``lsb``, the position of its least
+    significant bit (``None``: right above the previous field).  In a ``w1c`` register a field
+    is *sticky* (set by an event, cleared by writing 1) unless ``live``: then it reads the
+    block's current state and writes leave it alone.
+    """
+    name: str
+    width: int = 1
+    doc: str = ""
+    lsb: int = None
+    live: bool = False
+
+    @property
+    def bits(self):
+        """``[msb:lsb]`` (or ``[lsb]`` for one bit), as the documentation writes it."""
+        msb = self.lsb + self.width - 1
+        return f"[{self.lsb}]" if self.width == 1 else f"[{msb}:{self.lsb}]"
+
+
+@dataclasses.dataclass(frozen=True)
 class Reg:
-    """One register: ``name``, ``width`` in bits, ``access`` kind, ``reset`` value, ``doc``."""
+    """One register: ``name``, ``width`` in bits, ``access`` kind, ``doc``, ``reset`` value
+    and, for a register of named bit ranges, its ``fields`` (:class:`Field`; then ``width``
+    may be ``None``: the fields decide it)."""
     name: str
     width: int
     access: str
     doc: str
     reset: int = 0
+    fields: tuple = ()
 
     def __post_init__(self):
         if not self.name.isidentifier():
@@ -69,9 +103,33 @@ class Reg:
         if self.access not in _ACCESS:
             raise ValueError(f"register {self.name!r}: access must be one of {_ACCESS}, "
                              f"not {self.access!r}")
+        placed, lsb, names = [], 0, set()
+        for f in self.fields:
+            if not isinstance(f, Field) or not f.name.isidentifier() or f.name in names:
+                raise ValueError(f"register {self.name!r}: fields must be Fields with distinct "
+                                 f"identifier names, not {f!r}")
+            if not isinstance(f.width, int) or f.width < 1:
+                raise ValueError(f"register {self.name!r}: field {f.name!r} width must be a "
+                                 f"positive integer, not {f.width!r}")
+            if f.lsb is not None and f.lsb < lsb:
+                raise ValueError(f"register {self.name!r}: field {f.name!r} at bit {f.lsb} "
+                                 f"overlaps the field below it")
+            if f.live and self.access != "w1c":
+                raise ValueError(f"register {self.name!r}: only a w1c register has live "
+                                 f"fields")
+            f = dataclasses.replace(f, lsb=lsb if f.lsb is None else f.lsb)
+            placed.append(f)
+            names.add(f.name)
+            lsb = f.lsb + f.width
+        object.__setattr__(self, "fields", tuple(placed))
+        if self.width is None and placed:
+            object.__setattr__(self, "width", lsb)
         if not isinstance(self.width, int) or self.width < 1:
             raise ValueError(f"register {self.name!r}: width must be a positive integer, "
                              f"not {self.width!r}")
+        if lsb > self.width:
+            raise ValueError(f"register {self.name!r}: fields need {lsb} bits, more than its "
+                             f"width {self.width}")
         if self.access in ("w1c", "wo") and self.width > CSR_DATA_BITS:
             raise ValueError(f"register {self.name!r}: a {self.access} register is at most "
                              f"{CSR_DATA_BITS} bits, not {self.width}")
@@ -82,6 +140,57 @@ class Reg:
     @property
     def words(self):
         return -(-self.width // CSR_DATA_BITS)
+
+    def field(self, name):
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(f"register {self.name!r} has no field {name!r}")
+
+    @property
+    def layout(self):
+        """The ``data.FlexibleLayout`` of the fields (``None`` for a register without)."""
+        if not self.fields:
+            return None
+        return data.FlexibleLayout(self.width, {f.name: data.Field(unsigned(f.width), f.lsb)
+                                                for f in self.fields})
+
+    def encode(self, **values):
+        """The register's value with each named field set (the others zero); refuses an
+        unknown field and a value that does not fit (nothing is silently truncated)."""
+        word = 0
+        for name, value in values.items():
+            f = self.field(name)
+            value = int(value)
+            if not 0 <= value < (1 << f.width):
+                raise ValueError(f"register {self.name!r} field {name!r} is {f.width} bits; "
+                                 f"{value!r} does not fit")
+            word |= value << f.lsb
+        return word
+
+    def decode(self, value):
+        """``{field: value}`` of a register value as read."""
+        return {f.name: (value >> f.lsb) & ((1 << f.width) - 1) for f in self.fields}
+
+    def mask(self, *names):
+        """The bits of the named fields."""
+        return sum(((1 << self.field(n).width) - 1) << self.field(n).lsb for n in names)
+
+    def flags(self, cls_name, groups=None):
+        """An ``enum.IntFlag`` with one member per one-bit field (upper-case name) and one per
+        ``groups`` entry (``{NAME: [field, ...]}``): the golden models' view of the bits."""
+        members = {f.name.upper(): 1 << f.lsb for f in self.fields if f.width == 1}
+        for name, fields in (groups or {}).items():
+            members[name] = self.mask(*fields)
+        return enum.IntFlag(cls_name, members)
+
+    @property
+    def description(self):
+        """``doc``, followed for a register with fields by each field's bits and name."""
+        if not self.fields:
+            return self.doc
+        names = ", ".join(f"{f.bits} `{f.name}`" for f in self.fields)
+        return f"{self.doc}: {names}" if self.doc else names
 
 
 class RegisterFile:
@@ -103,6 +212,7 @@ class RegisterFile:
         self._addr = {}
         self._storage = {}
         self._w_stb = {}
+        self._status = {}
         word = 0
         for reg in self.regs:
             if reg.name in self._addr:
@@ -110,13 +220,17 @@ class RegisterFile:
             self._addr[reg.name] = word
             word += reg.words
             if reg.access == "rw":
-                self._storage[reg.name] = Signal(reg.width, name=f"reg_{reg.name}",
-                                                 init=reg.reset)
+                self._storage[reg.name] = Signal(reg.layout or reg.width,
+                                                 name=f"reg_{reg.name}",
+                                                 init=reg.decode(reg.reset) if reg.fields
+                                                 else reg.reset)
             if reg.access in ("w1c", "wo"):
                 self._w_stb[reg.name] = Signal(name=f"reg_{reg.name}_w_stb")
+            if reg.access == "w1c" and reg.fields:
+                self._status[reg.name] = Signal(reg.layout, name=f"reg_{reg.name}")
         self.words = word
         self.addr_bits = max(1, (word - 1).bit_length())
-        self._w_data = None
+        self._w_data = Signal(CSR_DATA_BITS, name="reg_w_data")
 
     def __getitem__(self, name):
         for reg in self.regs:
@@ -152,7 +266,8 @@ class RegisterFile:
             ((1 << self[name].width) - 1)
 
     def rw(self, name):
-        """The storage signal of ``rw`` register ``name``."""
+        """The storage signal of ``rw`` register ``name`` (a ``data.View`` of its fields, if
+        it has fields)."""
         return self._storage[name]
 
     def write_strobe(self, name):
@@ -160,26 +275,72 @@ class RegisterFile:
         return self._w_stb[name]
 
     def write_data(self, name):
-        """The value being written to ``w1c``/``wo`` register ``name`` (valid with its strobe)."""
-        return self._w_data[:self[name].width]
+        """The value being written to ``w1c``/``wo`` register ``name`` (valid with its strobe;
+        a ``data.View`` of its fields, if it has fields)."""
+        reg = self[name]
+        value = self._w_data[:reg.width]
+        return data.View(reg.layout, value) if reg.fields else value
+
+    def command(self, name, field):
+        """One-cycle strobe: the host writes 1 to ``field`` of ``wo`` register ``name``."""
+        return self.write_strobe(name) & self.write_data(name)[field]
+
+    def status(self, m: Module, name, **inputs):
+        """Keep ``w1c`` register ``name``: each sticky field is set in the cycle after its
+        input (an event) is high and cleared by the host writing 1 to it (an event in the same
+        cycle wins); each live field reads its input.  Every field needs an input.  Returns
+        the register's value (a ``data.View``)."""
+        reg = self[name]
+        if reg.access != "w1c" or not reg.fields:
+            raise ValueError(f"register {name!r} is not a w1c register with fields")
+        missing = {f.name for f in reg.fields} ^ set(inputs)
+        if missing:
+            raise ValueError(f"register {name!r}: inputs must name exactly its fields; "
+                             f"these differ: {sorted(missing)}")
+        value = self._status[name]
+        sticky = Signal(reg.layout, name=f"reg_{name}_sticky")
+        clear = Mux(self.write_strobe(name), self._w_data[:reg.width], 0)
+        for f in reg.fields:
+            if f.live:
+                m.d.comb += value[f.name].eq(inputs[f.name])
+            else:
+                cleared = sticky[f.name] & ~clear[f.lsb:f.lsb + f.width]
+                m.d.sync += sticky[f.name].eq(cleared | inputs[f.name])
+                m.d.comb += value[f.name].eq(sticky[f.name])
+        return value
+
+    def _read_value(self, m, reg, values):
+        if reg.access == "rw":
+            return Value.cast(self._storage[reg.name])
+        if reg.name in self._status:
+            return Value.cast(self._status[reg.name])
+        value = values[reg.name]
+        if isinstance(value, dict):         # {field: value} of a register with fields
+            view = Signal(reg.layout, name=f"reg_{reg.name}")
+            for field, v in value.items():
+                m.d.comb += view[field].eq(v)
+            return Value.cast(view)
+        return Value.cast(value)
 
     def elaborate(self, m: Module, bus, values):
         """Add the decoder to ``m``.
 
         ``bus`` is the block's ``csr`` port (``In(csr_signature(...))``); ``values`` maps each
-        ``ro`` and ``w1c`` register name to the Amaranth value it reads as.
+        ``ro`` register, and each ``w1c`` register without fields, to the Amaranth value it
+        reads as (for a register with fields, optionally a ``{field: value}`` dict).  A ``w1c``
+        register with fields is kept by :meth:`status`.
         """
-        missing = {r.name for r in self.regs if r.access in ("ro", "w1c")} - set(values)
+        missing = {r.name for r in self.regs if r.access in ("ro", "w1c")} - set(values) - \
+            set(self._status)
         if missing:
             raise ValueError(f"no value given for register(s) {sorted(missing)}")
-        self._w_data = bus.w_data
+        m.d.comb += self._w_data.eq(bus.w_data)
         r_data = Signal(CSR_DATA_BITS)
         with m.Switch(bus.addr):
             for reg in self.regs:
                 if reg.access == "wo":
                     continue
-                value = self._storage[reg.name] if reg.access == "rw" else \
-                    Value.cast(values[reg.name])
+                value = self._read_value(m, reg, values)
                 for k in range(reg.words):
                     with m.Case(self._addr[reg.name] + k):
                         m.d.comb += r_data.eq(value[k * CSR_DATA_BITS:(k + 1) * CSR_DATA_BITS])
@@ -192,17 +353,31 @@ class RegisterFile:
                 for k in range(reg.words):
                     lo, hi = k * CSR_DATA_BITS, min((k + 1) * CSR_DATA_BITS, reg.width)
                     with m.If(bus.w_stb & (bus.addr == base + k)):
-                        m.d.sync += storage[lo:hi].eq(bus.w_data[:hi - lo])
+                        m.d.sync += Value.cast(storage)[lo:hi].eq(bus.w_data[:hi - lo])
             elif reg.access in ("w1c", "wo"):
                 m.d.comb += self._w_stb[reg.name].eq(bus.w_stb & (bus.addr == base))
 
     def markdown(self):
-        """The register map as a Markdown table (word address, name, width, access, doc)."""
+        """The register map as Markdown: a table of the registers (word address, name, width,
+        access, description) and, if any register has fields, a table of the fields."""
         lines = ["| word | name | bits | access | description |", "|---|---|---|---|---|"]
         for reg in self.regs:
             addr = self._addr[reg.name]
-            where = f"0x{addr:02x}" if reg.words == 1 else f"0x{addr:02x}-0x{addr + reg.words - 1:02x}"
-            lines.append(f"| {where} | `{reg.name}` | {reg.width} | {reg.access} | {reg.doc} |")
+            where = f"0x{addr:02x}" if reg.words == 1 else \
+                f"0x{addr:02x}-0x{addr + reg.words - 1:02x}"
+            lines.append(f"| {where} | `{reg.name}` | {reg.width} | {reg.access} | "
+                         f"{reg.description} |")
+        groups = {}         # registers with the same fields share their rows
+        for reg in self.regs:
+            if reg.fields:
+                groups.setdefault((reg.access, reg.fields), []).append(reg.name)
+        if groups:
+            lines += ["", "| register | bits | field | description |", "|---|---|---|---|"]
+            for (access, fields), names in groups.items():
+                where = ", ".join(f"`{n}`" for n in names)
+                for f in fields:
+                    kind = ("live: " if f.live else "sticky: ") if access == "w1c" else ""
+                    lines.append(f"| {where} | {f.bits} | `{f.name}` | {kind}{f.doc} |")
         return "\n".join(lines)
 
 

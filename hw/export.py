@@ -8,12 +8,19 @@ out as the ``data.StructLayout`` says, first field in the least significant bits
 and ``rst`` (synchronous, active high).
 """
 
+import ast
+import hashlib
+import importlib.util
 from pathlib import Path
 
 from amaranth.back import verilog
 
 
-__all__ = ["to_verilog", "write_verilog"]
+__all__ = ["to_verilog", "write_verilog", "hardware_modules", "source_digest"]
+
+
+#: The folder holding the project's packages (``hw``, the blocks, ``system``, ...).
+_ROOT = Path(__file__).resolve().parent.parent
 
 
 def to_verilog(component, name):
@@ -30,3 +37,59 @@ def write_verilog(component, name, out_dir):
     path = out_dir / f"{name}.v"
     path.write_text(to_verilog(component, name))
     return path
+
+
+def _imports(path, package):
+    """Names of the modules a source file imports (absolute and relative, nested included)."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{base}.{node.module}" if node.module else base
+            else:
+                base = node.module
+            yield base
+            for alias in node.names:            # ``from pkg import module``
+                yield f"{base}.{alias.name}"
+
+
+def _project_file(name):
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    path = Path(spec.origin).resolve()
+    return path if _ROOT in path.parents else None
+
+
+def hardware_modules(top_module):
+    """The project's modules a design is built from: ``top_module`` (e.g. ``"system.ring"``)
+    and every project module it imports, directly or through others, sorted by name.  Golden
+    models, testbenches and the command line are not among them unless the hardware imports
+    them."""
+    seen, todo = {}, [top_module]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        path = _project_file(name)
+        if path is None:
+            continue
+        seen[name] = path
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        todo.extend(_imports(path, package))
+    return dict(sorted(seen.items()))
+
+
+def source_digest(top_module):
+    """SHA-256 over the names and sources of :func:`hardware_modules` of ``top_module``: it
+    changes exactly when the source of the hardware changes."""
+    h = hashlib.sha256()
+    for name, path in hardware_modules(top_module).items():
+        h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()

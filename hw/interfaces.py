@@ -20,7 +20,8 @@ from .params import T3Params
 __all__ = [
     "Op", "Stream", "Source", "ElemType", "ELEM_BYTES",
     "mem_request_layout", "mem_response_layout", "request_signature", "response_signature",
-    "Packer", "pack", "unpack", "mask_is_whole", "link_signature",
+    "Packer", "pack", "unpack", "mask_is_whole", "link_signature", "trigger_layout",
+    "region_bits",
 ]
 
 
@@ -113,6 +114,24 @@ def mem_response_layout(params: T3Params):
 def request_signature(params: T3Params):
     """A valid/ready channel of memory requests."""
     return stream.Signature(mem_request_layout(params))
+
+
+def region_bits(regions):
+    """Width of a region (= DMA command) index for a table of ``regions`` entries."""
+    return max(1, (regions - 1).bit_length())
+
+
+def trigger_layout(params: T3Params, regions):
+    """Payload of a trigger, from the Tracker to the DMA engine: the completed tile's
+    ``wg_id``, ``wf_id``, start byte address (``addr``, the smallest address counted into the
+    tile) and ``region`` index (which selects the DMA command) for a table of ``regions``
+    entries (the Tracker's region registers = the DMA engine's commands)."""
+    return data.StructLayout({
+        "wg_id":  params.wg_id_bits,
+        "wf_id":  params.wf_id_bits,
+        "addr":   params.addr_bits,
+        "region": region_bits(regions),
+    })
 
 
 def response_signature(params: T3Params):

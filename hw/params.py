@@ -12,11 +12,45 @@ import dataclasses
 import json
 
 
-__all__ = ["T3Params"]
+__all__ = ["T3Params", "check_int", "check_pow2", "is_int"]
 
 
-def _is_pow2(value):
-    return isinstance(value, int) and value > 0 and value & (value - 1) == 0
+def is_int(value):
+    """``value`` is an integer and not a ``bool``."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_int(name, value, lo=None, hi=None, unit="", note=""):
+    """Refuse anything but an integer in ``[lo, hi]`` (either bound may be ``None``) with a
+    ``ValueError`` that names the field and quotes the value; returns ``value``.
+
+    The message says "an integer from lo to hi[ unit]", "a positive integer" (``lo=1``),
+    "a non-negative integer" (``lo=0``) or "an integer >= lo", then `` (note)`` if given.
+    """
+    if is_int(value) and (lo is None or value >= lo) and (hi is None or value <= hi):
+        return value
+    if lo is not None and hi is not None:
+        what = f"an integer from {lo} to {hi}{' ' + unit if unit else ''}"
+    elif lo == 1:
+        what = "a positive integer"
+    elif lo == 0:
+        what = "a non-negative integer"
+    elif lo is not None:
+        what = f"an integer >= {lo}"
+    elif hi is not None:
+        what = f"an integer <= {hi}"
+    else:
+        what = "an integer"
+    if note:
+        what = f"{what} ({note})"
+    raise ValueError(f"{name} must be {what}, not {value!r}")
+
+
+def check_pow2(name, value, lo, hi):
+    """Refuse anything but a power of two in ``[lo, hi]`` (message as :func:`check_int`)."""
+    if is_int(value) and lo <= value <= hi and value & (value - 1) == 0:
+        return value
+    raise ValueError(f"{name} must be a power of two from {lo} to {hi}, not {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,21 +86,14 @@ class T3Params:
     tag_bits: int = 4
 
     def __post_init__(self):
-        if not _is_pow2(self.beat_bits) or not 32 <= self.beat_bits <= 1024:
-            raise ValueError(f"beat_bits must be a power of two from 32 to 1024, "
-                             f"not {self.beat_bits!r}")
-        self._check_range("addr_bits", 12, 64)
+        check_pow2("beat_bits", self.beat_bits, 32, 1024)
+        check_int("addr_bits", self.addr_bits, 12, 64)
         if (1 << self.addr_bits) < self.beat_bytes:
             raise ValueError(f"addr_bits {self.addr_bits} cannot address one beat of "
                              f"{self.beat_bytes} bytes")
-        self._check_range("wg_id_bits", 1, 32)
-        self._check_range("wf_id_bits", 0, 6)
-        self._check_range("tag_bits", 0, 16)
-
-    def _check_range(self, name, lo, hi):
-        value = getattr(self, name)
-        if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-            raise ValueError(f"{name} must be an integer from {lo} to {hi}, not {value!r}")
+        check_int("wg_id_bits", self.wg_id_bits, 1, 32)
+        check_int("wf_id_bits", self.wf_id_bits, 0, 6)
+        check_int("tag_bits", self.tag_bits, 0, 16)
 
     @property
     def beat_bytes(self):

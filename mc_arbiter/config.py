@@ -3,10 +3,12 @@
 import dataclasses
 import enum
 
-from hw.csr import Reg, RegisterFile
+from hw.csr import Field, Reg, RegisterFile
+from hw.params import check_int
 
 
-__all__ = ["ArbiterParams", "Policy", "CalibRow", "DEFAULT_CALIBRATION", "Status",
+__all__ = ["ArbiterParams", "Policy", "CalibRow", "DEFAULT_CALIBRATION", "Status", "INFO", "CTRL",
+           "CMD", "STATUS",
            "arbiter_registers", "check_config", "register_values", "STAT_REGISTERS"]
 
 
@@ -17,17 +19,30 @@ BOUND_BITS = 8
 
 
 class Policy(enum.IntEnum):
-    """Arbitration policy (register ``ctrl[1:0]``)."""
+    """Arbitration policy (field ``policy`` of register ``ctrl``)."""
     ROUND_ROBIN = 0     # the paper's T3 baseline
     COMPUTE_FIRST = 1   # strict priority to compute, no threshold
     MCA = 2             # communication-aware arbitration (paper 4.5)
 
 
-class Status:
-    """Bits of the ``status`` register."""
-    BAD_POLICY  = 1 << 0    # sticky (write 1 to clear): ctrl.policy was 3; round-robin used
-    CALIBRATING = 1 << 8    # live: inside a calibration window
-    DRAINING    = 1 << 9    # live: draining the communication stream
+#: The ``ctrl`` register.
+CTRL = Reg("ctrl", None, "rw", "", fields=(
+    Field("policy", 2, "0 round-robin, 1 compute-first, 2 MCA (3: round-robin, and "
+                       "`status.bad_policy`)"),
+    Field("auto_threshold", doc="a calibration window sets `threshold`")))
+
+#: The ``cmd`` register: write 1 to a field to act.
+CMD = Reg("cmd", None, "wo", "write 1 to act", fields=(
+    Field("clear", doc="clear the counters"),))
+
+#: The ``status`` register.
+STATUS = Reg("status", None, "w1c", "errors and state", fields=(
+    Field("bad_policy", doc="`ctrl.policy` was 3; round-robin was used"),
+    Field("calibrating", lsb=8, live=True, doc="inside a calibration window"),
+    Field("draining", live=True, doc="draining the communication stream")))
+
+#: The ``status`` bits as flags (from :data:`STATUS`).
+Status = STATUS.flags("Status")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,10 +61,8 @@ class ArbiterParams:
     calib_rows: int = 4
 
     def __post_init__(self):
-        for name, lo, hi in (("depth", 2, 1024), ("calib_rows", 2, 8)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-                raise ValueError(f"{name} must be an integer from {lo} to {hi}, not {value!r}")
+        check_int("depth", self.depth, 2, 1024)
+        check_int("calib_rows", self.calib_rows, 2, 8)
 
     @property
     def no_limit(self):
@@ -79,9 +92,7 @@ def DEFAULT_CALIBRATION(aparams: ArbiterParams):
 
 
 def _fits(name, value, bits):
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < (1 << bits):
-        raise ValueError(f"{name} must be an integer from 0 to {(1 << bits) - 1}, "
-                         f"not {value!r}")
+    check_int(name, value, 0, (1 << bits) - 1)
 
 
 def check_config(aparams: ArbiterParams, policy=Policy.MCA, threshold=None, starve_limit=64,
@@ -94,9 +105,8 @@ def check_config(aparams: ArbiterParams, policy=Policy.MCA, threshold=None, star
             raise ValueError(f"policy must be one of {[p.name for p in Policy]}, "
                              f"not {policy!r}") from None
     threshold = aparams.no_limit if threshold is None else threshold
-    if not isinstance(threshold, int) or not 0 <= threshold <= aparams.no_limit:
-        raise ValueError(f"threshold must be from 0 to {aparams.no_limit} (the MCQ depth, "
-                         f"meaning no limit), not {threshold!r}")
+    check_int("threshold", threshold, 0, aparams.no_limit,
+              note="the MCQ depth, meaning no limit")
     _fits("starve_limit", starve_limit, STARVE_BITS)
     calibration = DEFAULT_CALIBRATION(aparams) if calibration is None else list(calibration)
     if len(calibration) != aparams.calib_rows:
@@ -104,9 +114,7 @@ def check_config(aparams: ArbiterParams, policy=Policy.MCA, threshold=None, star
                          f"{len(calibration)}")
     for index, row in enumerate(calibration):
         _fits(f"calibration row {index} bound", row.bound, BOUND_BITS)
-        if not isinstance(row.threshold, int) or not 0 <= row.threshold <= aparams.no_limit:
-            raise ValueError(f"calibration row {index} threshold must be from 0 to "
-                             f"{aparams.no_limit}, not {row.threshold!r}")
+        check_int(f"calibration row {index} threshold", row.threshold, 0, aparams.no_limit)
     bounds = [row.bound for row in calibration[:-1]]
     if bounds != sorted(bounds):
         raise ValueError(f"calibration bounds must be ascending, not {bounds}")
@@ -122,9 +130,13 @@ def register_values(aparams, policy=Policy.MCA, threshold=None, starve_limit=64,
     for index, row in enumerate(calibration):
         values += [(f"calib{index}_bound", row.bound), (f"calib{index}_threshold",
                                                         row.threshold)]
-    values.append(("ctrl", int(policy) | int(auto_threshold) << 2))
+    values.append(("ctrl", CTRL.encode(policy=int(policy), auto_threshold=int(auto_threshold))))
     return values
 
+
+#: The ``info`` register: the geometry, read-only.
+INFO = Reg("info", 32, "ro", "geometry", fields=(
+    Field("depth", 16, "MCQ entries"), Field("calib_rows", 4, "calibration table rows")))
 
 #: Statistics registers read back after a run.
 STAT_REGISTERS = ("status", "compute_issues", "comm_issues", "compute_wait", "forced",
@@ -136,12 +148,7 @@ def arbiter_registers(aparams: ArbiterParams):
     """The arbiter's register map (a fresh :class:`hw.csr.RegisterFile`)."""
     occ_bits = aparams.depth.bit_length()
     regs = [
-        Reg("info", 32, "ro", "[15:0] MCQ depth, [19:16] calibration rows"),
-        Reg("ctrl", 3, "rw", "[1:0] policy (0 round-robin, 1 compute-first, 2 MCA), "
-                             "[2] auto threshold: a calibration window sets `threshold`"),
-        Reg("cmd", 1, "wo", "write 1: [0] clear the counters"),
-        Reg("status", 10, "w1c", "sticky: [0] bad policy (3; round-robin used); "
-                                 "live: [8] calibrating, [9] draining"),
+        INFO, CTRL, CMD, STATUS,
         Reg("threshold", occ_bits, "rw", "MCA: communication enqueues only while the MCQ "
                                          f"holds fewer entries ({aparams.depth} = no limit)",
             reset=aparams.no_limit),

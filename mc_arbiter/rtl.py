@@ -1,7 +1,7 @@
 """Memory-controller front end: compute and communication streams, the arbitration policy, the
-DRAM command queue (MCQ) (paper section 4.5; ``T3_SPEC.md`` section 7)."""
+DRAM command queue (MCQ) (paper section 4.5; ``docs/design.md`` section 7)."""
 
-from amaranth import Cat, Const, Module, Mux, Signal, signed
+from amaranth import Const, Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
@@ -159,11 +159,10 @@ class MCArbiter(wiring.Component):
         m.submodules.policy = core = ArbiterPolicy(ap)
 
         # --- Registers ---------------------------------------------------------------------
-        policy = regs.rw("ctrl")[:2]
-        auto_threshold = regs.rw("ctrl")[2]
+        policy = regs.rw("ctrl").policy
+        auto_threshold = regs.rw("ctrl").auto_threshold
         threshold = regs.rw("threshold")
         starve_limit = regs.rw("starve_limit")
-        bad_policy = Signal()
         calibrating = Signal()
         compute_occ = Signal(range(ap.depth + 1))
         counters = {name: Signal(32, name=f"cnt_{name}") for name in
@@ -177,14 +176,13 @@ class MCArbiter(wiring.Component):
         run_sum = Signal(48)
         run_cycles = Signal(32)
         regs.elaborate(m, self.csr, {
-            "info": Const(ap.depth | ap.calib_rows << 16, 32),
-            "status": Cat(bad_policy, Const(0, 7), calibrating, core.draining),
+            "info": {"depth": ap.depth, "calib_rows": ap.calib_rows},
             "occupancy": mcq.level, "compute_occupancy": compute_occ,
             "comm_max_wait": comm_max_wait, "peak_occupancy": peak,
             "occupancy_sum": occ_sum, "calib_sum": calib_sum, "calib_cycles": calib_cycles,
             **counters,
         })
-        clear = regs.write_strobe("cmd") & regs.write_data("cmd")[0]
+        clear = regs.command("cmd", "clear")
 
         # --- Policy --------------------------------------------------------------------------
         c_valid, m_valid = self.compute.valid, self.comm.valid
@@ -215,11 +213,9 @@ class MCArbiter(wiring.Component):
             self.occupancy.eq(mcq.level),
         ]
 
-        # --- Bad policy --------------------------------------------------------------------------
-        with m.If(regs.write_strobe("status") & regs.write_data("status")[0]):
-            m.d.sync += bad_policy.eq(0)
-        with m.If(policy == 3):
-            m.d.sync += bad_policy.eq(1)
+        # --- Status: a bad policy (sticky), calibrating and draining (live) --------------------
+        regs.status(m, "status", bad_policy=policy == 3, calibrating=calibrating,
+                    draining=core.draining)
 
         # --- Occupancy of the compute stream, calibration ----------------------------------------
         dequeue = self.o.valid & self.o.ready

@@ -2,11 +2,12 @@
 
 import dataclasses
 
-from hw.csr import Reg, RegisterFile
-from hw.params import T3Params
+from hw.csr import Field, Reg, RegisterFile
+from hw.params import T3Params, check_int, check_pow2
 
 
-__all__ = ["HBMTiming", "NMCParams", "decode", "nmc_registers", "COUNTERS"]
+__all__ = ["HBMTiming", "NMCParams", "decode", "nmc_registers", "COUNTERS", "STATUS", "CMD",
+           "Status"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,10 +31,7 @@ class HBMTiming:
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 255:
-                raise ValueError(f"{field.name} must be an integer from 1 to 255 cycles, "
-                                 f"not {value!r}")
+            check_int(field.name, getattr(self, field.name), 1, 255, unit="cycles")
         if self.CCDWL < self.CCD_L:
             raise ValueError(f"CCDWL {self.CCDWL} is less than CCD_L {self.CCD_L}: an "
                              f"op-and-store cannot free its bank group sooner than a column "
@@ -64,18 +62,16 @@ class NMCParams:
 
     def __post_init__(self):
         for name in ("bank_groups", "banks", "columns", "rows"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1 or value & (value - 1) or value > 4096:
-                raise ValueError(f"{name} must be a power of two from 1 to 4096, not {value!r}")
+            check_pow2(name, getattr(self, name), 1, 4096)
         known = ("fp16", "bf16", "fp32", "int32")
         if not self.formats or any(f not in known for f in self.formats) or \
                 len(set(self.formats)) != len(self.formats):
             raise ValueError(f"formats must be distinct names from {known}, "
                              f"not {self.formats!r}")
         object.__setattr__(self, "formats", tuple(self.formats))
-        if not isinstance(self.resp_depth, int) or not 4 <= self.resp_depth <= 256:
-            raise ValueError(f"resp_depth must be an integer from 4 to 256, "
-                             f"not {self.resp_depth!r}")
+        check_int("resp_depth", self.resp_depth, 4, 256)
+        if not isinstance(self.timing, HBMTiming):
+            raise ValueError(f"timing must be an HBMTiming, not {self.timing!r}")
 
     @property
     def capacity_beats(self):
@@ -114,11 +110,23 @@ def decode(nparams: NMCParams, beat):
 COUNTERS = ("reads", "stores", "updates", "row_hits", "row_misses", "row_conflicts")
 
 
+#: The ``status`` register.
+STATUS = Reg("status", None, "w1c", "errors", fields=(
+    Field("refused", doc="a command was refused (address beyond the capacity or not beat "
+                         "aligned, or an UPDATE the ALUs cannot do)"),))
+
+#: The ``status`` bits as flags (from :data:`STATUS`).
+Status = STATUS.flags("Status")
+
+#: The ``cmd`` register: write 1 to a field to act.
+CMD = Reg("cmd", None, "wo", "write 1 to act", fields=(
+    Field("clear", doc="clear the counters"),))
+
+
 def nmc_registers(params: T3Params, nparams: NMCParams):
+    """The unit's register map (a fresh :class:`hw.csr.RegisterFile`)."""
     regs = [
-        Reg("status", 1, "w1c", "sticky: [0] a command was refused (address beyond the "
-                                "capacity or not beat aligned)"),
-        Reg("cmd", 1, "wo", "write 1: [0] clear the counters"),
+        STATUS, CMD,
         Reg("errors", 32, "ro", "commands refused"),
         Reg("busy", 32, "ro", "cycles with a command waiting at the head"),
     ]

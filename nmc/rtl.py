@@ -1,5 +1,5 @@
 """The near-bank op-and-store unit: one HBM2 pseudo-channel whose banks carry ALUs
-(paper 4.3, 5.1.1; dissertation 2.5.2, 6.2.2; ``T3_SPEC.md`` section 6)."""
+(paper 4.3, 5.1.1; dissertation 2.5.2, 6.2.2; ``docs/design.md`` section 6)."""
 
 from amaranth import Array, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
@@ -196,15 +196,10 @@ class NMCUnit(wiring.Component):
         for name in COUNTERS:
             for s in ("compute", "comm"):
                 counters[f"{name}_{s}"] = Signal(32, name=f"cnt_{name}_{s}")
-        status = Signal()
-        regs.elaborate(m, self.csr, {"status": status, **counters})
-        clear = regs.write_strobe("cmd") & regs.write_data("cmd")[0]
+        regs.elaborate(m, self.csr, counters)
+        clear = regs.command("cmd", "clear")
         alu_error = alu.o.valid & alu.o.payload.error & ~s2_err
-        refused = do_err | alu_error
-        with m.If(regs.write_strobe("status") & regs.write_data("status")[0]):
-            m.d.sync += status.eq(0)
-        with m.If(refused):
-            m.d.sync += status.eq(1)
+        regs.status(m, "status", refused=do_err | alu_error)
         # errors: an address error and an ALU error can land in the same cycle
         with m.If(clear):
             m.d.sync += counters["errors"].eq(0)

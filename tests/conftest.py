@@ -39,7 +39,7 @@ def t3_options(request):
 
 def pytest_generate_tests(metafunc):
     if "sim" in metafunc.fixturenames:
-        from sim.runner import SIMULATORS, default_sim
+        from sim.harness.runner import SIMULATORS, default_sim
         sims = [default_sim()] if os.environ.get("SIM") else list(SIMULATORS)
         metafunc.parametrize("sim", sims)
 

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from hw.cli import main
+from t3.cli import main
 
 
 def test_demo_on_amaranth_verifies(capsys):
@@ -105,7 +105,7 @@ def test_export_node_and_ring(tmp_path, capsys):
 
 def test_compare_views_and_plot(tmp_path):
     """The Figure 16 and 18 views and the plot from a set of results (no simulation)."""
-    from sim.compare import figure16_lines, figure18_lines, plot, speedups
+    from sim.system.compare import figure16_lines, figure18_lines, plot, speedups
 
     def result(config, phases, dram):
         return {"config": config, "gpus": 4, "cycles": sum(phases.values()),

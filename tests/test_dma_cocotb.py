@@ -8,8 +8,8 @@ import pytest
 from dma.config import DMAParams
 from dma.rtl import DMAEngine
 from hw.params import T3Params
-from sim.dma_cocotb import run_axis, run_random
-from sim.runner import run_cocotb
+from sim.blocks.dma.cocotb_tests import run_axis, run_random
+from sim.harness.runner import run_cocotb
 
 
 @cocotb.test()

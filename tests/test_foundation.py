@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """Shared parameters, payload packing, the register file, Verilog export and the Tracker's
 driver-side checks: every refusal names the field and the value."""
 
@@ -121,6 +122,95 @@ def test_register_file_rtl_read_write_and_unmapped():
                     "ro_after": 0xCAFE_F00D, "go_read": 0, "unmapped": 0, "pulses": 2}
 
 
+def test_register_fields_place_encode_decode_and_refuse():
+    from hw.csr import Field
+    reg = Reg("mode", None, "rw", "m", fields=(Field("valid"), Field("op", 2),
+                                               Field("gpu", 8, lsb=8)))
+    assert reg.width == 16 and [f.lsb for f in reg.fields] == [0, 1, 8]
+    assert [f.bits for f in reg.fields] == ["[0]", "[2:1]", "[15:8]"]
+    assert reg.encode(valid=1, op=2, gpu=0x35) == 0x3505
+    assert reg.decode(0x3505) == {"valid": 1, "op": 2, "gpu": 0x35}
+    assert reg.mask("op", "gpu") == 0xFF06
+    flags = Reg("status", None, "w1c", "", fields=(Field("a"), Field("b", lsb=4))).flags(
+        "S", {"BOTH": ["a", "b"]})
+    assert (flags.A, flags.B, flags.BOTH) == (1, 16, 17)
+    with pytest.raises(ValueError, match=r"^register 'mode' field 'op' is 2 bits; 4 does not "
+                                         r"fit$"):
+        reg.encode(op=4)
+    with pytest.raises(KeyError, match="register 'mode' has no field 'nope'"):
+        reg.encode(nope=1)
+    with pytest.raises(ValueError, match=r"^register 'r': field 'b' at bit 1 overlaps the "
+                                         r"field below it$"):
+        Reg("r", None, "rw", "", fields=(Field("a", 2), Field("b", lsb=1)))
+    with pytest.raises(ValueError, match=r"^register 'r': fields need 9 bits, more than its "
+                                         r"width 8$"):
+        Reg("r", 8, "rw", "", fields=(Field("a", 9),))
+    with pytest.raises(ValueError, match=r"^register 'r': only a w1c register has live "
+                                         r"fields$"):
+        Reg("r", None, "rw", "", fields=(Field("a", live=True),))
+
+
+def test_register_fields_in_the_rtl_status_command_and_views():
+    """A w1c register kept by ``RegisterFile.status``: a sticky bit sets the cycle after its
+    event, stays, clears on a write of 1 (an event in the same cycle wins), a live bit reads
+    its input; a wo field's strobe lasts one cycle; an rw register is a View of its fields."""
+    from amaranth import Module, Signal
+    from amaranth.lib import wiring
+    from amaranth.lib.wiring import In, Out
+    from hw.csr import Field
+    from hw.testing import csr_read, csr_write, reg_read
+
+    regs = RegisterFile([
+        Reg("ctrl", None, "rw", "", reset=0b10, fields=(Field("a"), Field("b"))),
+        Reg("cmd", None, "wo", "", fields=(Field("x"), Field("y"))),
+        Reg("status", None, "w1c", "", fields=(Field("err"), Field("busy", lsb=4, live=True))),
+    ])
+
+    class Dut(wiring.Component):
+        csr: In(csr_signature(regs.addr_bits))
+        event: In(1)
+        busy: In(1)
+        ys: Out(8)
+        b: Out(1)
+
+        def elaborate(self, platform):
+            m = Module()
+            regs.elaborate(m, self.csr, {})
+            regs.status(m, "status", err=self.event, busy=self.busy)
+            with m.If(regs.command("cmd", "y")):
+                m.d.sync += self.ys.eq(self.ys + 1)
+            m.d.comb += self.b.eq(regs.rw("ctrl").b)
+            return m
+
+    dut = Dut()
+    seen = []
+    status = regs.address("status")
+
+    async def bench(ctx):
+        seen.append(ctx.get(dut.b))                                 # reset value of a field
+        ctx.set(dut.event, 1)
+        await ctx.tick()
+        ctx.set(dut.event, 0)
+        ctx.set(dut.busy, 1)
+        seen.append(await reg_read(ctx, dut.csr, regs, "status"))  # err sticky, busy live
+        await csr_write(ctx, dut.csr, status, 0b1_0001)            # clear err (busy: no)
+        seen.append(await csr_read(ctx, dut.csr, status))
+        ctx.set(dut.event, 1)                                       # event and clear together
+        await csr_write(ctx, dut.csr, status, 1)
+        ctx.set(dut.event, 0)
+        ctx.set(dut.busy, 0)
+        seen.append(await csr_read(ctx, dut.csr, status))
+        await csr_write(ctx, dut.csr, regs.address("cmd"), 0b10)
+        await csr_write(ctx, dut.csr, regs.address("cmd"), 0b01)
+        seen.append(ctx.get(dut.ys))
+
+    run_testbench(dut, bench)
+    assert seen == [1, 0b1_0001, 0b1_0000, 0b0_0001, 1]
+    with pytest.raises(ValueError, match=r"^register 'status': inputs must name exactly its "
+                                         r"fields; these differ: \['busy'\]$"):
+        regs.status(Module(), "status", err=Signal())
+
+
 # --- export -----------------------------------------------------------------------------------
 
 def test_export_names_the_module_and_has_no_source_paths():
@@ -204,7 +294,7 @@ def test_check_schedule_accepts_the_ring_schedule_and_refuses_overfull_sets():
      r"^wg_id 1 appears more than once in stages 0-1, which can be open together$"),
     (dict(stages=[[1 << 16]], wfs_per_wg=1), r"^stage 0: wg_id 65536 does not fit "
                                               r"wg_id_bits 16$"),
-    (dict(stages=[[0]], wfs_per_wg=9), r"^wfs_per_wg must be from 1 to 8 \(wf_id_bits 3\), "
+    (dict(stages=[[0]], wfs_per_wg=9), r"^wfs_per_wg must be an integer from 1 to 8 \(wf_id_bits 3\), "
                                        r"not 9$"),
     (dict(stages=[[0]], wfs_per_wg=1, open_stages=0),
      r"^open_stages must be a positive integer, not 0$"),
@@ -220,27 +310,3 @@ def test_paper_configuration_cost():
     # entry = valid 1 + tag 7 + start 43 + count 16 + region 2 = 69 bits
     assert bits == 256 * 8 * 69
     assert bits <= PAPER_TABLE_BITS
-
-
-def test_docs_register_map_is_the_one_the_hardware_has():
-    from pathlib import Path
-    from tracker.config import tracker_registers
-    text = (Path(__file__).parent.parent / "docs" / "tracker.md").read_text()
-    documented = text.split("<!-- registers:begin -->\n")[1].split("\n<!-- registers:end -->")[0]
-    assert documented == tracker_registers(T3Params(), TrackerParams()).markdown()
-
-
-def test_docs_arbiter_register_map_is_the_one_the_hardware_has():
-    from pathlib import Path
-    from mc_arbiter.config import ArbiterParams, arbiter_registers
-    text = (Path(__file__).parent.parent / "docs" / "mc_arbiter.md").read_text()
-    documented = text.split("<!-- registers:begin -->\n")[1].split("\n<!-- registers:end -->")[0]
-    assert documented == arbiter_registers(ArbiterParams()).markdown()
-
-
-def test_docs_nmc_register_map_is_the_one_the_hardware_has():
-    from pathlib import Path
-    from nmc.config import NMCParams, nmc_registers
-    text = (Path(__file__).parent.parent / "docs" / "nmc.md").read_text()
-    documented = text.split("<!-- registers:begin -->\n")[1].split("\n<!-- registers:end -->")[0]
-    assert documented == nmc_registers(T3Params(), NMCParams()).markdown()

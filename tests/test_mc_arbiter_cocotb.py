@@ -13,8 +13,8 @@ import pytest
 from hw.params import T3Params
 from mc_arbiter.config import ArbiterParams, Policy
 from mc_arbiter.rtl import MCArbiter
-from sim.arbiter_cocotb import run_policy
-from sim.runner import run_cocotb
+from sim.blocks.mc_arbiter.cocotb_tests import run_policy
+from sim.harness.runner import run_cocotb
 
 
 @cocotb.test()

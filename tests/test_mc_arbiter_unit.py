@@ -7,9 +7,9 @@ from hw.interfaces import Stream
 from hw.params import T3Params
 from mc_arbiter.config import ArbiterParams, CalibRow, Policy, check_config
 from mc_arbiter.model import ArbiterModel, check_arbiter_run
-from sim.arbiter_amaranth import simulate_arbiter
-from sim.arbiter_traffic import PhasedSource, RandomSource, numbered_requests
-from sim.mca_demo import DemoConfig, demo_table
+from sim.blocks.mc_arbiter.amaranth_sim import simulate_arbiter
+from sim.blocks.mc_arbiter.traffic import PhasedSource, RandomSource, numbered_requests
+from sim.blocks.mc_arbiter.demo import DemoConfig, demo_table
 
 
 PARAMS = T3Params()
@@ -91,7 +91,7 @@ def test_mca_demonstration_reproduces_the_papers_point():
 @pytest.mark.parametrize("kwargs,message", [
     (dict(policy=3), r"^policy must be one of \['ROUND_ROBIN', 'COMPUTE_FIRST', 'MCA'\], "
                      r"not 3$"),
-    (dict(threshold=65), r"^threshold must be from 0 to 64 \(the MCQ depth, meaning no "
+    (dict(threshold=65), r"^threshold must be an integer from 0 to 64 \(the MCQ depth, meaning no "
                          r"limit\), not 65$"),
     (dict(starve_limit=1 << 16), r"^starve_limit must be an integer from 0 to 65535, "
                                  r"not 65536$"),
@@ -99,7 +99,7 @@ def test_mca_demonstration_reproduces_the_papers_point():
     (dict(calibration=[CalibRow(256, 5)] + [CalibRow(0, 5)] * 3),
      r"^calibration row 0 bound must be an integer from 0 to 255, not 256$"),
     (dict(calibration=[CalibRow(1, 65)] + [CalibRow(0, 5)] * 3),
-     r"^calibration row 0 threshold must be from 0 to 64, not 65$"),
+     r"^calibration row 0 threshold must be an integer from 0 to 64, not 65$"),
     (dict(calibration=[CalibRow(8, 5), CalibRow(2, 5), CalibRow(9, 5), CalibRow(0, 5)]),
      r"^calibration bounds must be ascending, not \[8, 2, 9\]$"),
 ])

@@ -12,7 +12,7 @@ from hw.testing import run_testbench
 from nmc.alu import LATENCY, NearBankALU, alu_in_layout, alu_out_layout
 from nmc.fpadd import BF16, FP16, FP32
 from nmc.model import alu_reference, same_result
-from sim.fp_operands import operand_pairs
+from sim.blocks.nmc.operands import operand_pairs
 
 
 PARAMS = T3Params()

@@ -12,9 +12,9 @@ from hw.params import T3Params
 from nmc.alu import NearBankALU, alu_in_layout, alu_out_layout
 from nmc.fpadd import BF16, FP16, FP32
 from nmc.model import alu_reference, same_result
-from sim.agents import Bench, StreamSink, StreamSource, random_pauses
-from sim.fp_operands import operand_pairs
-from sim.runner import run_cocotb, tb_config
+from sim.harness.agents import Bench, StreamSink, StreamSource, random_pauses
+from sim.blocks.nmc.operands import operand_pairs
+from sim.harness.runner import run_cocotb, tb_config
 
 
 FMT = {ElemType.FP16: FP16, ElemType.BF16: BF16, ElemType.FP32: FP32}

@@ -8,8 +8,8 @@ import pytest
 from hw.params import T3Params
 from nmc.config import NMCParams
 from nmc.rtl import NMCUnit
-from sim.nmc_cocotb import random_commands, run_commands
-from sim.runner import run_cocotb, tb_config
+from sim.blocks.nmc.cocotb_tests import random_commands, run_commands
+from sim.harness.runner import run_cocotb, tb_config
 
 
 def _commands(seed):

@@ -1,7 +1,7 @@
 """The near-bank ALU's IEEE-754 adder, bit for bit against numpy (ml_dtypes for bf16).
 
 Groundwork of the nmc/ issue: one lane of each format under Amaranth's simulator, operands drawn
-across every class (:mod:`sim.fp_operands`).  Every non-NaN result must equal numpy's bit
+across every class (:mod:`sim.blocks.nmc.operands`).  Every non-NaN result must equal numpy's bit
 pattern, signed zeros included; a NaN result must be a NaN.
 """
 
@@ -10,7 +10,7 @@ import pytest
 
 from hw.testing import run_testbench
 from nmc.fpadd import FPAdd
-from sim.fp_operands import FORMATS, is_nan, operand_pairs, reference_sum
+from sim.blocks.nmc.operands import FORMATS, is_nan, operand_pairs, reference_sum
 
 
 def check_fpadd(fmt, a, b, want=None):

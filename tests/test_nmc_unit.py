@@ -10,7 +10,7 @@ from hw.interfaces import ElemType, Op, Stream
 from hw.params import T3Params
 from nmc.config import HBMTiming, NMCParams
 from nmc.model import NMCModel
-from sim.nmc_amaranth import simulate_nmc
+from sim.blocks.nmc.amaranth_sim import simulate_nmc
 
 
 PARAMS = T3Params()

@@ -7,9 +7,9 @@ compute/communication-balanced case where the fused configurations beat Sequenti
 
 import pytest
 
-from sim.system import CONFIGS
-from sim.system_run import run_config
-from sim.workload import GemmSpec, balanced_k
+from sim.system.configure import CONFIGS
+from sim.system.run import run_config
+from sim.system.workload import GemmSpec, balanced_k
 
 
 SMALL = dict(m=32, k=64, tile_rows=16, tile_cols=16, wfs_per_wg=2, cus=2)

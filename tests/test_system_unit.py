@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The system's own hardware (AXI4-Lite bridge, register decoder, link model) under Amaranth's
 simulator, and the software side (driver API, workload generator, ring reference) in Python."""
 
@@ -11,13 +12,13 @@ from amaranth.lib.wiring import In
 
 from hw.axil import OKAY, SLVERR, AXILiteToCSR, CSRDecoder, axil_signature
 from hw.csr import Reg, RegisterFile
-from hw.link import LinkModel
-from hw.node import NodeParams, block_registers
+from system.link import LinkModel
+from system.node import NodeParams, block_registers
 from hw.params import T3Params
 from hw.testing import run_testbench
-from sim.driver import Driver
-from sim.system import allocate, configure_fused, map_ring_windows
-from sim.workload import GemmSpec, Workload, balanced_k, preset, ring_reference
+from sim.system.driver import Driver
+from sim.system.configure import allocate, configure_fused, map_ring_windows
+from sim.system.workload import GemmSpec, Workload, balanced_k, preset, ring_reference
 
 
 P = T3Params()
@@ -158,7 +159,7 @@ def _fused_driver(gpus, spec=None):
 
 @pytest.mark.parametrize("gpus", [2, 3, 4, 8, 16])
 def test_fused_configuration_fits_every_ring(gpus):
-    """The fused set-up of T3_SPEC section 3 passes every check for 2 to 16 GPUs, with at
+    """The fused set-up of docs/design.md section 3 passes every check for 2 to 16 GPUs, with at
     most 3 Tracker regions (chunks of steps 2..G-1 in up to two runs, plus the neighbour's
     final chunk) and one remote window per GPU."""
     driver, wl, layout = _fused_driver(gpus)
@@ -192,7 +193,8 @@ def test_driver_refusals_name_the_field_and_touch_nothing():
              1024)
     _refused(driver, "dtype must be one of", driver.malloc, "x", 1, 16, 16, "fp8")
     _refused(driver, "GPU 0 already has a buffer 'C'", driver.malloc, "C", 0, 16, 16)
-    _refused(driver, "gpu must be a GPU number from 0 to 3, not 4", driver.malloc, "x", 4,
+    _refused(driver, r"gpu must be an integer from 0 to 3 \(a GPU of the ring\), not 4",
+             driver.malloc, "x", 4,
              16, 16)
     _refused(driver, "already has a remote window", driver.remote_map, c0.cols_range(0, 16),
              3, c3.cols_range(0, 16))
@@ -264,11 +266,3 @@ def test_wg_ids_name_the_same_tile_on_every_gpu():
     assert all(w == where[0] for w in where)
     # and each GPU runs its chunks in the staggered order
     assert [wg.chunk for wg in wl.schedule[1]] == [2, 3, 0, 1]
-
-
-def test_docs_node_register_map_is_the_hardware_one():
-    from pathlib import Path
-    from hw.node import node_registers
-    text = (Path(__file__).parent.parent / "docs" / "system.md").read_text()
-    documented = text.split("<!-- registers:begin -->\n")[1].split("\n<!-- registers:end -->")[0]
-    assert documented == node_registers().markdown()

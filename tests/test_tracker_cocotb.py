@@ -20,10 +20,10 @@ import pytest
 
 from hw.interfaces import ElemType
 from hw.params import T3Params
-from sim.runner import run_cocotb, tb_config
-from sim.tracker_cocotb import TrackerTB, run_and_check
-from sim.tracker_traffic import error_traffic, random_regions, request, tile_traffic
-from tracker.config import Region, Status, TrackerParams
+from sim.harness.runner import run_cocotb, tb_config
+from sim.blocks.tracker.cocotb_tests import TrackerTB, run_and_check
+from sim.blocks.tracker.traffic import error_traffic, random_regions, request, tile_traffic
+from tracker.config import CMD, Region, Status, TrackerParams
 from tracker.model import TRIGGER_LATENCY
 from tracker.rtl import Tracker
 
@@ -111,7 +111,7 @@ async def set_full(dut):
     await tb.bench.cycles(10)
     assert len(tb.source.sent) == len(reqs)
     # a flush discards the table and the held access; the Tracker then works again
-    await tb.csr.write_reg("cmd", 1)
+    await tb.csr.write_reg("cmd", CMD.encode(flush=1))
     await tb.csr.write_reg("status", Status.STICKY)
     await tb.bench.until(tb.source.idle, tparams.sets + 100)
     regs = await tb.read_stats()

@@ -8,9 +8,9 @@ import pytest
 from hw.interfaces import ElemType, mem_request_layout, pack
 from hw.params import T3Params
 from hw.testing import reg_read, reg_write, run_testbench, stream_put
-from sim.tracker_amaranth import simulate_tracker
-from sim.tracker_traffic import random_regions, request, ring_step_traffic, tile_traffic
-from tracker.config import Region, Status, TrackerParams
+from sim.blocks.tracker.amaranth_sim import simulate_tracker
+from sim.blocks.tracker.traffic import random_regions, request, ring_step_traffic, tile_traffic
+from tracker.config import CMD, CTRL, Region, Status, TrackerParams
 from tracker.model import TRIGGER_LATENCY, TrackerModel, check_run
 from tracker.rtl import Tracker
 
@@ -135,7 +135,7 @@ def test_registers_read_back_and_clear():
         await reg_write(ctx, dut.csr, regs, "region1_size", 0x100)
         await reg_write(ctx, dut.csr, regs, "region1_tile_elems", 4)
         await reg_write(ctx, dut.csr, regs, "region1_updates", 2)
-        await reg_write(ctx, dut.csr, regs, "ctrl", 1)
+        await reg_write(ctx, dut.csr, regs, "ctrl", CTRL.encode(enable=1))
         for name in ("info", "ctrl", "region1_base", "region1_size", "region1_tile_elems",
                      "region1_updates", "status"):
             seen[name] = await reg_read(ctx, dut.csr, regs, name)
@@ -145,10 +145,10 @@ def test_registers_read_back_and_clear():
         await ctx.tick().repeat(3)
         seen["occupancy"] = await reg_read(ctx, dut.csr, regs, "occupancy")
         seen["tracked"] = await reg_read(ctx, dut.csr, regs, "tracked")
-        await reg_write(ctx, dut.csr, regs, "cmd", 0b10)        # clear counters
+        await reg_write(ctx, dut.csr, regs, "cmd", CMD.encode(clear=1))
         seen["tracked_cleared"] = await reg_read(ctx, dut.csr, regs, "tracked")
         seen["peak_cleared"] = await reg_read(ctx, dut.csr, regs, "peak_occupancy")
-        await reg_write(ctx, dut.csr, regs, "cmd", 0b01)        # flush the table
+        await reg_write(ctx, dut.csr, regs, "cmd", CMD.encode(flush=1))
         seen["flushing"] = await reg_read(ctx, dut.csr, regs, "status")
         await ctx.tick().repeat(tparams.sets + 2)
         seen["occupancy_flushed"] = await reg_read(ctx, dut.csr, regs, "occupancy")
@@ -179,7 +179,7 @@ def test_status_is_sticky_until_written_one():
         await reg_write(ctx, dut.csr, regs, "region0_size", region.size)
         await reg_write(ctx, dut.csr, regs, "region0_tile_elems", 8)
         await reg_write(ctx, dut.csr, regs, "region0_updates", 1)
-        await reg_write(ctx, dut.csr, regs, "ctrl", 1)
+        await reg_write(ctx, dut.csr, regs, "ctrl", CTRL.encode(enable=1))
         await stream_put(ctx, dut.i, pack(mem_request_layout(PARAMS), bad))
         await ctx.tick().repeat(3)
         seen.append(await reg_read(ctx, dut.csr, regs, "status"))
@@ -231,7 +231,7 @@ def test_single_access_trigger_through_stream_helpers():
     # The Amaranth helpers end to end: a threshold-1 tile fires from one access.
     from hw.interfaces import unpack
     from hw.testing import stream_get
-    from tracker.rtl import trigger_layout
+    from hw.interfaces import trigger_layout
     tparams = TrackerParams(sets=4, ways=1, regions=1)
     dut = Tracker(PARAMS, tparams)
     req = request(PARAMS, 0x1020, 0b1100, ElemType.BF16, 6, 5)
@@ -243,7 +243,7 @@ def test_single_access_trigger_through_stream_helpers():
                             ("region0_tile_elems", 1), ("region0_updates", 1), ("ctrl", 1)):
             await reg_write(ctx, dut.csr, regs, name, value)
         await stream_put(ctx, dut.i, pack(mem_request_layout(PARAMS), req))
-        got.append(unpack(trigger_layout(PARAMS, tparams), await stream_get(ctx, dut.o)))
+        got.append(unpack(trigger_layout(PARAMS, tparams.regions), await stream_get(ctx, dut.o)))
 
     run_testbench(dut, bench)
     assert got == [{"wg_id": 6, "wf_id": 5, "addr": 0x1020, "region": 0}]

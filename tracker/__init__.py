@@ -2,8 +2,8 @@
 register map and driver-side checks (:mod:`tracker.config`)."""
 
 from .config import TrackerParams, Region, Status, check_regions, check_schedule
-from .rtl import Tracker, trigger_layout
+from .rtl import Tracker
 from .model import TrackerModel
 
-__all__ = ["Tracker", "TrackerParams", "TrackerModel", "Region", "Status", "trigger_layout",
+__all__ = ["Tracker", "TrackerParams", "TrackerModel", "Region", "Status", 
            "check_regions", "check_schedule"]

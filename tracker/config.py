@@ -8,14 +8,15 @@ geometry and the register map exist once.
 import dataclasses
 from collections import Counter
 
-from hw.csr import Reg, RegisterFile
-from hw.params import T3Params
+from hw.csr import Field, Reg, RegisterFile
+from hw.interfaces import region_bits
+from hw.params import T3Params, check_int, check_pow2
 
 
 __all__ = [
     "TrackerParams", "Region", "Status", "tracker_registers", "check_regions",
     "check_schedule", "entry_bits", "table_bits", "register_values", "PAPER_TABLE_BITS",
-    "STAT_REGISTERS",
+    "STAT_REGISTERS", "INFO", "CTRL", "CMD", "STATUS",
 ]
 
 
@@ -28,10 +29,6 @@ STAT_REGISTERS = ("status", "errors", "accesses", "tracked", "triggers", "stall_
 
 #: Width of the per-region ``updates_per_element`` field.
 UPDATES_BITS = 8
-
-
-def _is_pow2(value):
-    return isinstance(value, int) and value > 0 and value & (value - 1) == 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,12 +54,10 @@ class TrackerParams:
     count_bits: int = 16
 
     def __post_init__(self):
-        if not _is_pow2(self.sets) or self.sets > 4096:
-            raise ValueError(f"sets must be a power of two from 1 to 4096, not {self.sets!r}")
-        for name, lo, hi in (("ways", 1, 16), ("regions", 1, 16), ("count_bits", 1, 32)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-                raise ValueError(f"{name} must be an integer from {lo} to {hi}, not {value!r}")
+        check_pow2("sets", self.sets, 1, 4096)
+        check_int("ways", self.ways, 1, 16)
+        check_int("regions", self.regions, 1, 16)
+        check_int("count_bits", self.count_bits, 1, 32)
 
     @property
     def set_bits(self):
@@ -70,7 +65,7 @@ class TrackerParams:
 
     @property
     def region_bits(self):
-        return max(1, (self.regions - 1).bit_length())
+        return region_bits(self.regions)
 
     @property
     def max_count(self):
@@ -86,16 +81,36 @@ class TrackerParams:
         return dataclasses.asdict(self)
 
 
-class Status:
-    """Bits of the ``status`` register (sticky; write 1 to clear, except ``FLUSHING``)."""
-    SET_FULL        = 1 << 0  # an access needed a way in a full set; input stalled
-    OVER_THRESHOLD  = 1 << 1  # an update would take a tile past its threshold; not counted
-    COUNT_OVERFLOW  = 1 << 2  # the counter would pass 2**count_bits - 1; not counted
-    REGION_MISMATCH = 1 << 3  # an open tile was updated through another region; not counted
-    BAD_ACCESS      = 1 << 4  # mask empty or not whole elements, or address not beat aligned
-    FLUSHING        = 1 << 8  # live: the table is being cleared (after reset or a flush)
-    ERRORS = OVER_THRESHOLD | COUNT_OVERFLOW | REGION_MISMATCH | BAD_ACCESS
-    STICKY = SET_FULL | ERRORS
+#: The ``info`` register: the geometry, read-only.
+INFO = Reg("info", 32, "ro", "geometry", fields=(
+    Field("set_bits", 8, "log2(sets)"), Field("ways", 8, "ways per set"),
+    Field("regions", 8, "region registers"), Field("count_bits", 8, "counter width")))
+
+#: The ``ctrl`` register.
+CTRL = Reg("ctrl", None, "rw", "", fields=(
+    Field("enable", doc="count tracked accesses (0: every access passes untouched)"),))
+
+#: The ``cmd`` register: write 1 to a field to act.
+CMD = Reg("cmd", None, "wo", "write 1 to act", fields=(
+    Field("flush", doc="flush the table (the input stalls `sets` cycles)"),
+    Field("clear", doc="clear the counters")))
+
+#: The ``status`` register: sticky error bits (write 1 to clear) and the live flush state.
+STATUS = Reg("status", None, "w1c", "errors and state", fields=(
+    Field("set_full", doc="an access needed a way in a full set; the input stalled"),
+    Field("over_threshold", doc="an update would take a tile past its threshold; not counted"),
+    Field("count_overflow", doc="the counter would pass 2**count_bits - 1; not counted"),
+    Field("region_mismatch", doc="an open tile was updated through another region; not "
+                                 "counted"),
+    Field("bad_access", doc="mask empty or not whole elements, or address not beat aligned"),
+    Field("flushing", lsb=8, live=True,
+          doc="the table is being cleared (after reset or a flush)")))
+
+_ERRORS = ["over_threshold", "count_overflow", "region_mismatch", "bad_access"]
+
+#: The ``status`` bits as flags (from :data:`STATUS`), with ``ERRORS`` (the refused accesses)
+#: and ``STICKY`` (every sticky bit).
+Status = STATUS.flags("Status", {"ERRORS": _ERRORS, "STICKY": ["set_full"] + _ERRORS})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,10 +148,7 @@ def check_regions(params: T3Params, tparams: TrackerParams, regions):
     for index, r in enumerate(regions):
         where = f"region {index}"
         for field in ("base", "size", "tile_elems", "updates_per_element"):
-            value = getattr(r, field)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"{where}: {field} must be a non-negative integer, "
-                                 f"not {value!r}")
+            check_int(f"{where}: {field}", getattr(r, field), 0)
         if r.size == 0:
             raise ValueError(f"{where}: size must be positive, not 0")
         for field in ("base", "size"):
@@ -189,11 +201,9 @@ def check_schedule(params: T3Params, tparams: TrackerParams, stages, wfs_per_wg,
     not fit its field, and a ``wg_id`` used twice within a window (two open tiles would share
     an entry).
     """
-    if not isinstance(wfs_per_wg, int) or not 1 <= wfs_per_wg <= (1 << params.wf_id_bits):
-        raise ValueError(f"wfs_per_wg must be from 1 to {1 << params.wf_id_bits} "
-                         f"(wf_id_bits {params.wf_id_bits}), not {wfs_per_wg!r}")
-    if not isinstance(open_stages, int) or open_stages < 1:
-        raise ValueError(f"open_stages must be a positive integer, not {open_stages!r}")
+    check_int("wfs_per_wg", wfs_per_wg, 1, 1 << params.wf_id_bits,
+              note=f"wf_id_bits {params.wf_id_bits}")
+    check_int("open_stages", open_stages, 1)
     tparams.check_against(params)
     stages = [list(stage) for stage in stages]
     for index, stage in enumerate(stages):
@@ -234,14 +244,7 @@ def table_bits(params: T3Params, tparams: TrackerParams):
 def tracker_registers(params: T3Params, tparams: TrackerParams):
     """The Tracker's register map (a fresh :class:`hw.csr.RegisterFile`)."""
     regs = [
-        Reg("info", 32, "ro", "geometry: [7:0] log2(sets), [15:8] ways, [23:16] regions, "
-                              "[31:24] count_bits"),
-        Reg("ctrl", 1, "rw", "[0] enable: count tracked accesses (0: all pass untouched)"),
-        Reg("cmd", 2, "wo", "write 1: [0] flush the table (input stalls `sets` cycles), "
-                            "[1] clear the counters"),
-        Reg("status", 9, "w1c", "sticky: [0] set_full, [1] over_threshold, "
-                                "[2] count_overflow, [3] region_mismatch, [4] bad_access; "
-                                "live: [8] flushing"),
+        INFO, CTRL, CMD, STATUS,
         Reg("errors", 32, "ro", "accesses refused with an error (not counted into any tile)"),
         Reg("accesses", 32, "ro", "accesses taken from the input"),
         Reg("tracked", 32, "ro", "accesses counted into a tile"),
@@ -281,5 +284,5 @@ def register_values(tparams: TrackerParams, regions, enable=True):
             (f"region{index}_tile_elems", r.tile_elems),
             (f"region{index}_updates", r.updates_per_element),
         ]
-    values.append(("ctrl", int(enable)))
+    values.append(("ctrl", CTRL.encode(enable=int(enable))))
     return values

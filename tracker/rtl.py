@@ -1,37 +1,26 @@
-"""The T3 Tracker (paper section 4.2.1; ``T3_SPEC.md`` section 4).
+"""The T3 Tracker (paper section 4.2.1; ``docs/design.md`` section 4).
 
 A set-associative table at the memory controller's enqueue side that counts, per wavefront
 output tile, the local, remote and DMA element updates, and emits a trigger when a tile has
 ``tile_elems * updates_per_element`` of them.
 """
 
-from amaranth import Module, Signal, Const, Cat, Mux, C
+from amaranth import Module, Signal, Cat, Mux, C
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hw.csr import count, csr_signature
-from hw.interfaces import ElemType, Op, mask_is_whole, mem_request_layout
+from hw.interfaces import ElemType, Op, mask_is_whole, mem_request_layout, trigger_layout
 from hw.params import T3Params
 from .config import TrackerParams, UPDATES_BITS, tracker_registers
 
 
-__all__ = ["Tracker", "trigger_layout", "COUNTER_BITS"]
+__all__ = ["Tracker", "COUNTER_BITS"]
 
 
 #: Width of the statistics counters; they saturate at ``2**COUNTER_BITS - 1``.
 COUNTER_BITS = 32
-
-
-def trigger_layout(params: T3Params, tparams: TrackerParams):
-    """Payload of a trigger: the completed tile's ``wg_id``, ``wf_id``, start byte address
-    (``addr``, the smallest address counted into the tile) and ``region`` index."""
-    return data.StructLayout({
-        "wg_id":  params.wg_id_bits,
-        "wf_id":  params.wf_id_bits,
-        "addr":   params.addr_bits,
-        "region": tparams.region_bits,
-    })
 
 
 def entry_layout(params: T3Params, tparams: TrackerParams):
@@ -62,7 +51,7 @@ class Tracker(wiring.Component):
         overlaps).  Its increment is the number of elements its byte ``mask`` enables for
         ``etype``.  Every other access passes untouched.  ``i.ready`` is low while the table is
         flushed and while the head access is held (below).
-    o : Out(stream.Signature(trigger_layout(params, tparams)))
+    o : Out(stream.Signature(hw.interfaces.trigger_layout(params, tparams.regions)))
         One trigger per completed tile, in the order of the completing accesses.
     csr : In(csr_signature(...))
         Register file (:func:`tracker.config.tracker_registers`; see :mod:`hw.csr` for timing).
@@ -111,7 +100,7 @@ class Tracker(wiring.Component):
         self.regs = tracker_registers(params, tparams)
         super().__init__({
             "i":   In(stream.Signature(mem_request_layout(params))),
-            "o":   Out(stream.Signature(trigger_layout(params, tparams))),
+            "o":   Out(stream.Signature(trigger_layout(params, tparams.regions))),
             "csr": In(csr_signature(self.regs.addr_bits)),
         })
 
@@ -131,22 +120,20 @@ class Tracker(wiring.Component):
         rd = table.read_port(domain="sync", transparent_for=(wr,))
 
         # --- Registers -------------------------------------------------------------------
-        enable = regs.rw("ctrl")[0]
-        status = Signal(5)
+        enable = regs.rw("ctrl").enable
         flushing = Signal(init=1)
         flush_set = Signal(range(tp.sets))
         counters = {name: Signal(COUNTER_BITS, name=f"cnt_{name}") for name in
                     ("errors", "accesses", "tracked", "triggers", "stall_full", "stall_out")}
         occupancy = Signal(range(tp.sets * ways + 1))
         peak = Signal.like(occupancy)
-        info = Const(tp.set_bits | ways << 8 | tp.regions << 16 | tp.count_bits << 24, 32)
+        info = {"set_bits": tp.set_bits, "ways": ways, "regions": tp.regions,
+                "count_bits": tp.count_bits}
         regs.elaborate(m, self.csr, {
-            "info": info, "status": Cat(status, Const(0, 3), flushing),
-            "occupancy": occupancy, "peak_occupancy": peak, **counters,
+            "info": info, "occupancy": occupancy, "peak_occupancy": peak, **counters,
         })
-        clear_counters = regs.write_strobe("cmd") & regs.write_data("cmd")[1]
-        start_flush = regs.write_strobe("cmd") & regs.write_data("cmd")[0]
-        clear_status = Mux(regs.write_strobe("status"), regs.write_data("status")[:5], 0)
+        clear_counters = regs.command("cmd", "clear")
+        start_flush = regs.command("cmd", "flush")
 
         # --- Stage 0: classify the input access ------------------------------------------
         req = self.i.payload
@@ -287,9 +274,9 @@ class Tracker(wiring.Component):
         with m.If(flushing):
             m.d.sync += occupancy.eq(0)
 
-        new_status = Cat(set_full, s1_go & over, s1_go & overflow, s1_go & mismatch,
-                         s1_go & s1_bad)
-        m.d.sync += status.eq((status & ~clear_status) | new_status)
+        regs.status(m, "status", set_full=set_full, over_threshold=s1_go & over,
+                    count_overflow=s1_go & overflow, region_mismatch=s1_go & mismatch,
+                    bad_access=s1_go & s1_bad, flushing=flushing)
 
         for name, event in (("accesses", take), ("errors", s1_go & (error | s1_bad)),
                             ("tracked", s1_go & s1_count & ~error), ("triggers", s1_go & fire),

@@ -13,12 +13,12 @@ import cocotb
 
 from hw.interfaces import Stream, mem_request_layout
 from hw.params import T3Params
-from mc_arbiter.config import (STAT_REGISTERS, ArbiterParams, Policy, arbiter_registers,
+from mc_arbiter.config import (CMD, STAT_REGISTERS, ArbiterParams, Policy, arbiter_registers,
                                register_values)
 from mc_arbiter.model import ArbiterModel, CycleInputs, check_arbiter_run
-from .agents import Bench, CsrMaster, StreamSink, StreamSource, random_pauses
-from .arbiter_traffic import numbered_requests
-from .runner import tb_config
+from sim.harness.agents import Bench, CsrMaster, StreamSink, StreamSource, random_pauses
+from sim.blocks.mc_arbiter.traffic import numbered_requests
+from sim.harness.runner import tb_config
 
 
 __all__ = ["run_policy"]
@@ -70,7 +70,7 @@ async def run_policy(dut, policy, *, gaps=(0.3, 0.3, 0.1, 0.4)):
     settings = dict(policy=policy, threshold=aparams.depth // 2, starve_limit=6)
     for name, value in register_values(aparams, **settings):
         await csr.write_reg(name, value)
-    await csr.write_reg("cmd", 1)
+    await csr.write_reg("cmd", CMD.encode(clear=1))
     compute_items = numbered_requests(params, cfg["n"], Stream.COMPUTE)
     comm_items = numbered_requests(params, cfg["n"], Stream.COMM, base=1 << 20)
     recorder.on = True

@@ -1,5 +1,5 @@
 """One GPU node of the tensor-parallel group: the four T3 blocks wired around the memory
-controller (T3_SPEC section 2; paper Figure 8).
+controller (``docs/design.md`` section 2; paper Figure 8).
 
 ```
  compute ─► decoder ─┬─► MC arbiter (compute) ─► MCQ ─► NMC/HBM ─► router ─┬─► resp (CUs)
@@ -26,10 +26,10 @@ from nmc.config import NMCParams
 from nmc.rtl import NMCUnit
 from tracker.config import TrackerParams
 from tracker.rtl import Tracker
-from .axil import AXILiteToCSR, CSRDecoder, axil_signature
-from .csr import Reg, RegisterFile, count
-from .interfaces import Op, Stream, link_signature, request_signature, response_signature
-from .params import T3Params
+from hw.axil import AXILiteToCSR, CSRDecoder, axil_signature
+from hw.csr import Field, Reg, RegisterFile, count
+from hw.interfaces import Op, Stream, link_signature, request_signature, response_signature
+from hw.params import T3Params, check_int
 
 
 __all__ = ["NodeParams", "GPUNode", "node_registers", "block_registers", "BLOCK_ORDER",
@@ -57,9 +57,7 @@ class NodeParams:
     remote_buffer: int = 256
 
     def __post_init__(self):
-        if not isinstance(self.remote_buffer, int) or not 2 <= self.remote_buffer <= 4096:
-            raise ValueError(f"remote_buffer must be an integer from 2 to 4096, "
-                             f"not {self.remote_buffer!r}")
+        check_int("remote_buffer", self.remote_buffer, 2, 4096)
         if self.dma.commands != self.tracker.regions:
             raise ValueError(f"dma.commands {self.dma.commands} must equal tracker.regions "
                              f"{self.tracker.regions}")
@@ -83,9 +81,13 @@ class NodeParams:
 def node_registers():
     """The node's own registers (block ``node``)."""
     return RegisterFile([
-        Reg("info", 32, "ro", "[7:0] blocks in the configuration space, [15:8] window bits"),
-        Reg("ctrl", 3, "wo", "write 1: [0] drain: the producer kernel ended (MC arbiter), "
-                             "[1] calibration window starts, [2] it ends"),
+        Reg("info", 32, "ro", "the configuration space", fields=(
+            Field("blocks", 8, "blocks in the configuration space"),
+            Field("window_bits", 8, "word-address bits of each block's window"))),
+        Reg("ctrl", None, "wo", "write 1 to strobe the MC arbiter", fields=(
+            Field("drain", doc="the producer kernel ended: drain the communication stream"),
+            Field("calib_start", doc="the calibration window starts"),
+            Field("calib_end", doc="the calibration window ends"))),
         Reg("cycles", 32, "ro", "cycles since reset"),
         Reg("comm_writes", 32, "ro", "communication-stream writes completed in DRAM "
                                      "(received remote and DMA stores and updates)"),
@@ -134,7 +136,7 @@ class GPUNode(wiring.Component):
         To GPU ``g - 1`` and from GPU ``g + 1`` of the ring.
     cfg : In(axil_signature(...))
         AXI4-Lite configuration: block ``k`` of :data:`BLOCK_ORDER` at byte ``k * 1024``; the
-        map is in ``docs/system.md`` (:func:`hw.node.register_address`).
+        map is in ``docs/system.md`` (:func:`system.node.register_address`).
     """
 
     def __init__(self, params: T3Params, nparams: NodeParams = NodeParams()):
@@ -178,17 +180,16 @@ class GPUNode(wiring.Component):
         cnt = {k: Signal(32, name=f"node_{k}") for k in ("cycles", "comm_writes",
                                                          "compute_resps", "remote_out")}
         node_csr = wiring.flipped(decoder.node)
-        regs.elaborate(m, node_csr, {"info": len(BLOCK_ORDER) | WINDOW_BITS << 8, **cnt})
-        ctrl = Signal(3)
-        with m.If(regs.write_strobe("ctrl")):
-            m.d.comb += ctrl.eq(regs.write_data("ctrl"))
-        m.d.comb += [arbiter.drain.eq(ctrl[0]), arbiter.calib_start.eq(ctrl[1]),
-                     arbiter.calib_end.eq(ctrl[2])]
+        regs.elaborate(m, node_csr, {"info": {"blocks": len(BLOCK_ORDER),
+                                              "window_bits": WINDOW_BITS}, **cnt})
+        m.d.comb += [arbiter.drain.eq(regs.command("ctrl", "drain")),
+                     arbiter.calib_start.eq(regs.command("ctrl", "calib_start")),
+                     arbiter.calib_end.eq(regs.command("ctrl", "calib_end"))]
         count(m, cnt["cycles"], 1, 0)
 
         # --- compute port: remote window or the local memory controller ----------------------
         req = self.compute.payload
-        base, size = dma.regs.rw("remote_base"), dma.regs.rw("remote_size")
+        base, size = dma.window.base, dma.window.size
         offset = Signal(len(base) + 1)
         m.d.comb += offset.eq(req.addr - base)
         to_remote = Signal()

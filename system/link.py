@@ -12,8 +12,8 @@ from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from .interfaces import link_signature
-from .params import T3Params
+from hw.interfaces import link_signature
+from hw.params import T3Params, check_int
 
 
 __all__ = ["LinkModel", "check_link"]
@@ -23,8 +23,7 @@ def check_link(latency, num, den):
     """Refuse link settings the model cannot honour, naming the field."""
     for name, value, lo in (("latency", latency, 2), ("bandwidth numerator", num, 1),
                             ("bandwidth denominator", den, 1)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < lo:
-            raise ValueError(f"link {name} must be an integer >= {lo}, not {value!r}")
+        check_int(f"link {name}", value, lo)
     if latency >= 1 << 24:
         raise ValueError(f"link latency must be below 2**24 cycles, not {latency}")
     if num > den:
@@ -54,11 +53,7 @@ class LinkModel(wiring.Component):
     """
 
     def __init__(self, params: T3Params, latency=4, num=1, den=1, depth=None):
-        try:
-            check_link(latency, num, den)
-        except ValueError:
-            self._MustUse__silence = True       # refused, not forgotten
-            raise
+        check_link(latency, num, den)
         self.params, self.latency, self.num, self.den = params, latency, num, den
         self.depth = depth or -(-latency * num // den) + 2
         super().__init__({"i": In(link_signature(params)), "o": Out(link_signature(params))})

@@ -1,5 +1,5 @@
 """The driver API of T3's address-space configuration (paper section 4.4, Figure 12;
-T3_SPEC section 8): ``malloc``, ``remote_map``, ``dma_map``, ``gemm``, ``remote_unmap``.
+``docs/design.md`` section 8): ``malloc``, ``remote_map``, ``dma_map``, ``gemm``, ``remote_unmap``.
 
 The driver keeps the configuration of every GPU of the ring and turns it into register writes
 on each node's AXI4-Lite port (:meth:`Driver.register_writes`), the way T3's driver programs the
@@ -13,8 +13,8 @@ import dataclasses
 
 from dma.config import Command, RemoteWindow, check_commands, check_remote
 from hw.interfaces import ELEM_BYTES, ElemType, Op
-from hw.node import BLOCK_ORDER, NodeParams, register_address
-from hw.params import T3Params
+from system.node import BLOCK_ORDER, NodeParams, register_address
+from hw.params import T3Params, check_int
 from mc_arbiter.config import Policy
 from mc_arbiter.config import register_values as arbiter_values
 from tracker.config import Region, check_regions, check_schedule
@@ -30,12 +30,6 @@ ETYPES = {"fp16": ElemType.FP16, "bf16": ElemType.BF16, "fp32": ElemType.FP32,
 
 #: Remote-window sources live above every node's memory: a CU store there is never local.
 REMOTE_SPACE = 1 << 30
-
-
-def _int(name, value, lo=0):
-    if not isinstance(value, int) or isinstance(value, bool) or value < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, not {value!r}")
-    return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,17 +100,14 @@ class Driver:
 
     def __init__(self, params: T3Params, nparams: NodeParams, gpus):
         self.params, self.nparams = params, nparams
-        self.gpus = _int("gpus", gpus, 2)
+        self.gpus = check_int("gpus", gpus, 2)
         self.capacity = nparams.memory_bytes(params)
         self._gpu = [_GPUConfig(next_free=0) for _ in range(gpus)]
 
     # --- helpers -------------------------------------------------------------------------------
 
     def _check_gpu(self, name, gpu):
-        if not isinstance(gpu, int) or isinstance(gpu, bool) or not 0 <= gpu < self.gpus:
-            raise ValueError(f"{name} must be a GPU number from 0 to {self.gpus - 1}, "
-                             f"not {gpu!r}")
-        return gpu
+        return check_int(name, gpu, 0, self.gpus - 1, note="a GPU of the ring")
 
     def _transaction(self, change):
         """Apply ``change(state)`` to a copy, validate the copy, then keep it: a refused
@@ -158,8 +149,8 @@ class Driver:
         self._check_gpu("gpu", gpu)
         if dtype not in ETYPES:
             raise ValueError(f"dtype must be one of {sorted(ETYPES)}, not {dtype!r}")
-        _int("rows", rows, 1)
-        _int("cols", cols, 1)
+        check_int("rows", rows, 1)
+        check_int("cols", cols, 1)
         if not isinstance(name, str) or not name:
             raise ValueError(f"name must be a non-empty string, not {name!r}")
 
@@ -223,8 +214,8 @@ class Driver:
                              f"{src.buffer.dtype}, dst is {dst.buffer.rows} x {dst.count} "
                              f"{dst.buffer.dtype}: shapes must match")
         tile_rows, tile_cols = tile
-        _int("tile rows", tile_rows, 1)
-        _int("tile cols", tile_cols, 1)
+        check_int("tile rows", tile_rows, 1)
+        check_int("tile cols", tile_cols, 1)
         gpu = src.buffer.gpu
         etype = ETYPES[src.buffer.dtype]
         command = Command(src_base=src.base, rows=src.buffer.rows, cols=src.count,

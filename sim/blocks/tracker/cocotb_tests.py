@@ -2,7 +2,7 @@
 command runs (``demo_ring_step`` for ``t3 demo``, ``bench_saturate`` for ``t3 bench tracker``).
 
 The test suite's cocotb tests (``tests/test_tracker_cocotb.py``) build on :class:`TrackerTB` and
-:func:`run_and_check`.  Configuration comes from :func:`sim.runner.tb_config`: ``params`` and
+:func:`run_and_check`.  Configuration comes from :func:`sim.harness.runner.tb_config`: ``params`` and
 ``tparams`` (dicts of :class:`hw.params.T3Params` and :class:`tracker.config.TrackerParams`),
 plus what each test needs; results for the command line go to the JSON file ``cfg["out"]``.
 """
@@ -18,10 +18,11 @@ from hw.params import T3Params
 from tracker.config import (STAT_REGISTERS, Region, TrackerParams, register_values,
                             tracker_registers)
 from tracker.model import TRIGGER_LATENCY, TrackerModel, check_run
-from tracker.rtl import trigger_layout
-from .agents import Bench, CsrMaster, StreamMonitor, StreamSink, StreamSource, random_pauses
-from .runner import tb_config
-from .tracker_traffic import ring_step_traffic
+from hw.interfaces import trigger_layout
+from sim.harness.agents import (Bench, CsrMaster, StreamMonitor, StreamSink, StreamSource,
+                                random_pauses)
+from sim.harness.runner import tb_config
+from sim.blocks.tracker.traffic import ring_step_traffic
 
 
 __all__ = ["TrackerTB", "run_and_check"]
@@ -37,8 +38,8 @@ class TrackerTB:
         self.regs = tracker_registers(self.params, self.tparams)
         self.bench = Bench(dut)
         self.source = self.bench.add(StreamSource(dut, "i", mem_request_layout(self.params)))
-        self.sink = self.bench.add(StreamSink(dut, "o", trigger_layout(self.params,
-                                                                       self.tparams)))
+        self.sink = self.bench.add(StreamSink(dut, "o", trigger_layout(
+            self.params, self.tparams.regions)))
         self.csr = self.bench.add(CsrMaster(dut, "csr", self.regs))
         # a passive view of the input: must see exactly what the source sent, when it sent it
         self.monitor = self.bench.add(StreamMonitor(dut, "i", mem_request_layout(self.params)))

@@ -6,7 +6,7 @@ exactly its threshold of element updates through beats with random element masks
 reads, untracked stores and accesses outside every region.  The generator never opens more tiles
 in a set than the Tracker has ways (so a correct Tracker never stalls on a full set), unless
 asked to.  :func:`ring_step_traffic` is the deterministic stream one GPU sees in one step of the
-ring reduce-scatter (``T3_SPEC.md`` section 3).
+ring reduce-scatter (``docs/design.md`` section 3).
 """
 
 from hw.interfaces import ELEM_BYTES, ElemType, Op, Source, Stream

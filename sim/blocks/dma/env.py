@@ -6,8 +6,8 @@ byte image with the near-bank ALU's arithmetic) and the link (``tx`` frames back
 after a latency: a loopback), each with its own seeded random stalls.  It knows nothing of the
 simulator: every cycle the adapter calls :meth:`DMAEnv.drive` (the input port values for this
 cycle, by exported port name) and then :meth:`DMAEnv.observe` with the output port values
-sampled before the clock edge.  The Amaranth adapter (:mod:`sim.dma_amaranth`) and the cocotb
-agent (:mod:`sim.dma_cocotb`) are a few lines each, so both layers check the same things.
+sampled before the clock edge.  The Amaranth adapter (:mod:`sim.blocks.dma.amaranth_sim`) and the cocotb
+agent (:mod:`sim.blocks.dma.cocotb_tests`) are a few lines each, so both layers check the same things.
 
 Checked while running: a source (``mem``, ``tx``) that withdraws or changes a pending transfer
 (AXI4-Stream / stream rules) fails at once, naming the port and cycle.
@@ -18,8 +18,8 @@ import random
 
 from dma.config import header_layout
 from dma.model import frames_to_packets, read_beat
-from dma.rtl import dma_trigger_layout
-from hw.interfaces import Op, Packer, Source, mem_request_layout, mem_response_layout
+from hw.interfaces import (Op, Packer, Source, mem_request_layout, mem_response_layout,
+                           trigger_layout)
 from nmc.model import alu_reference
 
 
@@ -58,7 +58,7 @@ class DMAEnv:
 
     Parameters
     ----------
-    scenario : :class:`sim.dma_traffic.Scenario`
+    scenario : :class:`sim.blocks.dma.traffic.Scenario`
     trig_pause, remote_pause, resp_pause, rx_pause : float
         Probability that a source does not offer its next item in a cycle.
     mem_stall, tx_stall : float
@@ -87,7 +87,7 @@ class DMAEnv:
         rng = random.Random(seed)
         self.rng = rng
         self.memory = bytearray(scenario.memory)
-        self.trig_pk = Packer(dma_trigger_layout(params, dparams))
+        self.trig_pk = Packer(trigger_layout(params, dparams.commands))
         self.req_pk = Packer(mem_request_layout(params))
         self.resp_pk = Packer(mem_response_layout(params))
         self.hdr_pk = Packer(header_layout(params, dparams))

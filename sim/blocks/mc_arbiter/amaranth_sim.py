@@ -1,7 +1,7 @@
 """Drive the MC arbiter RTL under Amaranth's simulator.
 
 :func:`simulate_arbiter` programs a configuration, clears the counters, then runs two request
-sources (:mod:`sim.arbiter_traffic`) into ``compute`` and ``comm`` with random ``tap`` and ``o``
+sources (:mod:`sim.blocks.mc_arbiter.traffic`) into ``compute`` and ``comm`` with random ``tap`` and ``o``
 backpressure (or a fixed DRAM service rate), and records every cycle's inputs and the stream the
 hardware enqueued, for :func:`mc_arbiter.model.check_arbiter_run`.
 """
@@ -12,7 +12,7 @@ import time
 
 from hw.interfaces import Packer, Stream, mem_request_layout
 from hw.testing import reg_read, reg_write, run_testbench
-from mc_arbiter.config import STAT_REGISTERS, register_values
+from mc_arbiter.config import CMD, STAT_REGISTERS, register_values
 from mc_arbiter.model import CycleInputs
 from mc_arbiter.rtl import MCArbiter
 
@@ -46,7 +46,7 @@ def simulate_arbiter(params, aparams, compute_src, comm_src, *, config=None, see
     async def bench(ctx):
         for name, value in register_values(aparams, **(config or {})):
             await reg_write(ctx, dut.csr, dut.regs, name, value)
-        await reg_write(ctx, dut.csr, dut.regs, "cmd", 1)           # clear the counters
+        await reg_write(ctx, dut.csr, dut.regs, "cmd", CMD.encode(clear=1))
         start = time.perf_counter()
         cycle = 0
         idle = 0

@@ -1,23 +1,36 @@
-"""N GPU nodes in a ring, joined by link models (T3_SPEC section 3: GPU ``g`` sends to GPU
+"""N GPU nodes in a ring, joined by link models (``docs/design.md`` section 3: GPU ``g`` sends to GPU
 ``g - 1 mod N``).  Wiring and nothing else."""
 
 from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect
 
-from .axil import axil_signature
-from .interfaces import request_signature, response_signature
-from .link import LinkModel, check_link
-from .node import GPUNode, NodeParams
-from .params import T3Params
+from hw.axil import axil_signature
+from hw.interfaces import request_signature, response_signature
+from system.link import LinkModel, check_link
+from system.node import GPUNode, NodeParams
+from hw.params import T3Params, check_int
 
 
-__all__ = ["Ring"]
+__all__ = ["Ring", "check_ring", "MAX_GPUS"]
+
+
+#: The largest ring the system builds.
+MAX_GPUS = 16
+
+
+def check_ring(nparams: NodeParams, gpus, latency, num, den):
+    """Refuse a ring the hardware cannot build, naming the field (``gpus`` from 2 to
+    :data:`MAX_GPUS` and addressable with the DMA's ``gpu_bits``; the link's settings)."""
+    check_int("gpus", gpus, 2, MAX_GPUS)
+    if gpus > nparams.dma.max_gpus:
+        raise ValueError(f"gpus {gpus} needs more than gpu_bits {nparams.dma.gpu_bits}")
+    check_link(latency, num, den)
 
 
 class Ring(wiring.Component):
-    """``gpus`` :class:`hw.node.GPUNode`\\ s; the link from GPU ``g`` to GPU ``g - 1`` is a
-    :class:`hw.link.LinkModel` of ``latency`` cycles and ``num / den`` beats per cycle.
+    """``gpus`` :class:`system.node.GPUNode`\\ s; the link from GPU ``g`` to GPU ``g - 1`` is a
+    :class:`system.link.LinkModel` of ``latency`` cycles and ``num / den`` beats per cycle.
 
     Ports (for each GPU ``g``)
     --------------------------
@@ -27,15 +40,7 @@ class Ring(wiring.Component):
 
     def __init__(self, params: T3Params, nparams: NodeParams = NodeParams(), gpus=4,
                  latency=8, num=1, den=4):
-        try:
-            if not isinstance(gpus, int) or isinstance(gpus, bool) or not 2 <= gpus <= 16:
-                raise ValueError(f"gpus must be an integer from 2 to 16, not {gpus!r}")
-            if gpus > nparams.dma.max_gpus:
-                raise ValueError(f"gpus {gpus} needs more than gpu_bits {nparams.dma.gpu_bits}")
-            check_link(latency, num, den)
-        except ValueError:
-            self._MustUse__silence = True       # refused, not forgotten
-            raise
+        check_ring(nparams, gpus, latency, num, den)
         self.params, self.nparams, self.gpus = params, nparams, gpus
         self.latency, self.num, self.den = latency, num, den
         self.nodes = [GPUNode(params, nparams) for _ in range(gpus)]

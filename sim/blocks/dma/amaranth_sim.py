@@ -1,14 +1,14 @@
-"""Run the DMA engine RTL in its :class:`sim.dma_env.DMAEnv` under Amaranth's simulator."""
+"""Run the DMA engine RTL in its :class:`sim.blocks.dma.env.DMAEnv` under Amaranth's simulator."""
 
 import dataclasses
 import time
 
 from amaranth.lib import data
 
-from dma.config import STAT_REGISTERS, register_values
+from dma.config import CMD, STAT_REGISTERS, register_values
 from dma.rtl import DMAEngine
 from hw.testing import reg_read, reg_write, run_testbench
-from .dma_env import INPUTS, OUTPUTS, DMAEnv
+from sim.blocks.dma.env import INPUTS, OUTPUTS, DMAEnv
 
 
 __all__ = ["simulate_dma", "DMARun"]
@@ -45,7 +45,7 @@ def simulate_dma(params, dparams, scenario, *, max_cycles=200_000, vcd=None, the
         for name, value in register_values(params, dparams, scenario.commands, scenario.gpu_id,
                                            scenario.remote):
             await reg_write(ctx, dut.csr, dut.regs, name, value)
-        await reg_write(ctx, dut.csr, dut.regs, "cmd", 1)
+        await reg_write(ctx, dut.csr, dut.regs, "cmd", CMD.encode(clear=1))
         start = time.perf_counter()
         for phase in [None, *then]:
             if phase is not None:

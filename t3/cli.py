@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The ``t3`` command.
 
 ``t3 demo``                      the Tracker through one ring reduce-scatter step, checked
@@ -11,108 +12,114 @@ system`` runs the system's benchmark.
 """
 
 import argparse
-import dataclasses
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from .params import T3Params
+from hw.params import T3Params
+from sim.blocks.tracker.demo import SIMULATORS as DEMO_SIMULATORS
+from sim.harness.runner import SIMULATORS
+from sim.system.configure import CONFIGS
+from sim.system.run import MEMORY_ROWS
+from tracker.config import TrackerParams
 
 
 __all__ = ["main", "BLOCKS"]
 
 
-def _tracker_args(parser):
-    g = parser.add_argument_group("Tracker geometry")
-    g.add_argument("--sets", type=int, default=256, help="table sets (default 256)")
-    g.add_argument("--ways", type=int, default=8, help="ways per set (default 8)")
-    g.add_argument("--regions", type=int, default=4, help="region registers (default 4)")
-    g.add_argument("--count-bits", type=int, default=16, help="counter width (default 16)")
+def _param_args(parser, title, cls, helps, dest_prefix=""):
+    """One option per field of the params dataclass ``cls`` named in ``helps``; the default
+    shown and used is the dataclass's own (``None`` here: the field is left out when the
+    option is not given)."""
+    g = parser.add_argument_group(title)
+    defaults = cls()
+    for name, text in helps.items():
+        g.add_argument(f"--{name.replace('_', '-')}", dest=dest_prefix + name, type=int,
+                       default=None, help=f"{text} (default {getattr(defaults, name)})")
+
+
+def _given(args, names, dest_prefix=""):
+    """``{field: value}`` of the options the user gave."""
+    return {n: getattr(args, dest_prefix + n) for n in names
+            if getattr(args, dest_prefix + n) is not None}
+
+
+TRACKER_ARGS = {"sets": "table sets", "ways": "ways per set", "regions": "region registers",
+                "count_bits": "counter width"}
+SYSTEM_ARGS = {"addr_bits": "byte address width", "wg_id_bits": "wg_id width",
+               "wf_id_bits": "wf_id width"}
+ARBITER_ARGS = {"depth": "MCQ entries", "calib_rows": "calibration table rows"}
+NMC_ARGS = {"bank_groups": "bank groups", "banks": "banks per group",
+            "columns": "beats per row", "rows": "rows per bank"}
+DMA_ARGS = {"commands": "command table entries = Tracker regions",
+            "trigger_depth": "trigger queue", "buffer_beats": "payload buffer = reads in flight",
+            "max_granularity": "largest DMA block in tiles", "gpu_bits": "GPU number width"}
 
 
 def _system_args(parser):
-    g = parser.add_argument_group("system widths")
-    g.add_argument("--addr-bits", type=int, default=32, help="byte address width (default 32)")
-    g.add_argument("--wg-id-bits", type=int, default=16, help="wg_id width (default 16)")
-    g.add_argument("--wf-id-bits", type=int, default=3, help="wf_id width (default 3)")
+    _param_args(parser, "system widths", T3Params, SYSTEM_ARGS)
 
 
 def _params(args):
-    return T3Params(addr_bits=args.addr_bits, wg_id_bits=args.wg_id_bits,
-                    wf_id_bits=args.wf_id_bits)
+    return T3Params(**_given(args, SYSTEM_ARGS))
+
+
+def _tracker_args(parser):
+    _param_args(parser, "Tracker geometry", TrackerParams, TRACKER_ARGS)
+
+
+def _tparams(args):
+    return TrackerParams(**_given(args, TRACKER_ARGS))
 
 
 def _tracker(args):
-    from tracker.config import TrackerParams
     from tracker.rtl import Tracker
-    params = _params(args)
-    tparams = TrackerParams(sets=args.sets, ways=args.ways, regions=args.regions,
-                            count_bits=args.count_bits)
-    return Tracker(params, tparams)
+    return Tracker(_params(args), _tparams(args))
 
 
 def _arbiter_args(parser):
-    g = parser.add_argument_group("MC arbiter geometry")
-    g.add_argument("--depth", type=int, default=64, help="MCQ entries (default 64)")
-    g.add_argument("--calib-rows", type=int, default=4,
-                   help="calibration table rows (default 4)")
+    from mc_arbiter.config import ArbiterParams
+    _param_args(parser, "MC arbiter geometry", ArbiterParams, ARBITER_ARGS)
 
 
 def _arbiter(args):
     from mc_arbiter.config import ArbiterParams
     from mc_arbiter.rtl import MCArbiter
-    return MCArbiter(_params(args), ArbiterParams(depth=args.depth,
-                                                  calib_rows=args.calib_rows))
+    return MCArbiter(_params(args), ArbiterParams(**_given(args, ARBITER_ARGS)))
 
 
 def _nmc_args(parser):
-    g = parser.add_argument_group("HBM2 pseudo-channel")
-    g.add_argument("--bank-groups", type=int, default=4, help="bank groups (default 4)")
-    g.add_argument("--banks", type=int, default=4, help="banks per group (default 4)")
-    g.add_argument("--columns", type=int, default=32, help="beats per row (default 32)")
-    g.add_argument("--rows", type=int, default=8, help="rows per bank (default 8)")
+    from nmc.config import NMCParams
+    _param_args(parser, "HBM2 pseudo-channel", NMCParams, NMC_ARGS)
 
 
 def _nmc(args):
     from nmc.config import NMCParams
     from nmc.rtl import NMCUnit
-    return NMCUnit(_params(args), NMCParams(bank_groups=args.bank_groups, banks=args.banks,
-                                            columns=args.columns, rows=args.rows))
+    return NMCUnit(_params(args), NMCParams(**_given(args, NMC_ARGS)))
 
 
 def _dma_args(parser):
-    g = parser.add_argument_group("DMA engine")
-    g.add_argument("--commands", type=int, default=4,
-                   help="command table entries = Tracker regions (default 4)")
-    g.add_argument("--trigger-depth", type=int, default=8, help="trigger queue (default 8)")
-    g.add_argument("--buffer-beats", type=int, default=32,
-                   help="payload buffer = reads in flight (default 32)")
-    g.add_argument("--max-granularity", type=int, default=8,
-                   help="largest DMA block in tiles (default 8)")
-    g.add_argument("--gpu-bits", type=int, default=4, help="GPU number width (default 4)")
+    from dma.config import DMAParams
+    _param_args(parser, "DMA engine", DMAParams, DMA_ARGS)
 
 
 def _dma(args):
     from dma.config import DMAParams
     from dma.rtl import DMAEngine
-    return DMAEngine(_params(args), DMAParams(
-        commands=args.commands, trigger_depth=args.trigger_depth,
-        buffer_beats=args.buffer_beats, max_granularity=args.max_granularity,
-        gpu_bits=args.gpu_bits))
+    return DMAEngine(_params(args), DMAParams(**_given(args, DMA_ARGS)))
 
 
 def _node_args(parser):
     g = parser.add_argument_group("GPU node")
-    g.add_argument("--memory-rows", type=int, default=8,
-                   help="HBM rows per bank (default 8: 128 KiB)")
+    g.add_argument("--memory-rows", type=int, default=MEMORY_ROWS,
+                   help=f"HBM rows per bank (default {MEMORY_ROWS}: 128 KiB)")
 
 
 def _node(args):
-    from sim.system_run import system_params
-    from .node import GPUNode
-    params, nparams = system_params(memory_rows=args.memory_rows)
-    return GPUNode(_params(args), nparams)
+    from sim.system.run import node_params
+    from system.node import GPUNode
+    return GPUNode(_params(args), node_params(args.memory_rows))
 
 
 def _ring_args(parser):
@@ -126,7 +133,7 @@ def _ring_args(parser):
 
 
 def _link_bw(text):
-    from sim.workload import LINK_BANDWIDTH
+    from sim.system.workload import LINK_BANDWIDTH
     if text is None:
         return LINK_BANDWIDTH
     try:
@@ -137,12 +144,12 @@ def _link_bw(text):
 
 
 def _ring(args):
-    from sim.system_run import LINK_LATENCY, system_params
-    from .ring import Ring
-    params, nparams = system_params(memory_rows=args.memory_rows)
+    from sim.system.run import LINK_LATENCY, node_params
+    from system.ring import Ring
     num, den = _link_bw(args.link_bw)
     latency = LINK_LATENCY if args.link_latency is None else args.link_latency
-    return Ring(_params(args), nparams, gpus=args.gpus, latency=latency, num=num, den=den)
+    return Ring(_params(args), node_params(args.memory_rows), gpus=args.gpus,
+                latency=latency, num=num, den=den)
 
 
 #: name -> (Verilog module name, argument adder, constructor from parsed arguments)
@@ -157,7 +164,7 @@ BLOCKS = {
 
 
 def cmd_export(args):
-    from .export import write_verilog
+    from hw.export import write_verilog
     top_name, _, build = BLOCKS[args.block]
     component = build(args)
     path = write_verilog(component, top_name, args.out)
@@ -171,64 +178,14 @@ def cmd_export(args):
     return 0
 
 
-def run_ring_step(sim, params, tparams, n_wg, wfs_per_wg, tile_elems, seed=1, wave=None,
-                  build_dir=None):
-    """Run one ring reduce-scatter step through the Tracker on ``sim`` (``amaranth``,
-    ``verilator`` or ``icarus``); returns the summary dict (``verified`` True only when the
-    run matched the golden model)."""
-    from tracker.config import Region, check_regions, check_schedule
-    region = Region(0x10_0000, n_wg * wfs_per_wg * tile_elems * 2, tile_elems, 2)
-    check_regions(params, tparams, [region])
-    # All tiles of the step can be open at once (the two update streams interleave freely).
-    check_schedule(params, tparams, [range(n_wg)], wfs_per_wg, open_stages=1)
-    if sim == "amaranth":
-        return _ring_step_amaranth(params, tparams, region, n_wg, wfs_per_wg, seed, wave)
-    from sim.runner import run_for_result
-    import sim.tracker_cocotb as tb_module
-    from tracker.rtl import Tracker
-    build_dir = Path(build_dir or tempfile.mkdtemp(prefix=f"t3_tracker_{sim}_"))
-    config = {"params": params.to_dict(), "tparams": tparams.to_dict(),
-              "region": dataclasses.asdict(region), "n_wg": n_wg, "wfs_per_wg": wfs_per_wg,
-              "seed": seed}
-    result = run_for_result(Tracker(params, tparams), "t3_tracker", tb_module.__name__,
-                            "ring_step", config, sim, build_dir, waves=bool(wave))
-    if wave:
-        dumps = sorted(build_dir.glob("*.fst")) + sorted(build_dir.glob("*.vcd"))
-        if not dumps:
-            raise RuntimeError(f"the simulator wrote no waveform in {build_dir}")
-        Path(wave).write_bytes(dumps[0].read_bytes())
-    return result
-
-
-def _ring_step_amaranth(params, tparams, region, n_wg, wfs_per_wg, seed, wave):
-    import random
-    from sim.tracker_amaranth import simulate_tracker
-    from sim.tracker_traffic import ring_step_traffic
-    from tracker.model import TrackerModel, check_run
-    requests = ring_step_traffic(params, n_wg, wfs_per_wg, region, rng=random.Random(seed))
-    model = TrackerModel(params, tparams, [region])
-    outcomes = [model.access(r) for r in requests]
-    run = simulate_tracker(params, tparams, [region], requests, vcd=wave)
-    fires = check_run(model, outcomes, run.triggers, run.taken, run.regs)
-    latencies = [cycle - run.taken[i] for (cycle, _), i in zip(run.triggers, fires)]
-    span = run.taken[-1] - run.taken[0] + 1
-    return {"accesses": len(requests), "triggers": len(fires), "cycles": run.cycles,
-            "span_cycles": span, "accesses_per_cycle": len(requests) / span,
-            "latency_min": min(latencies), "latency_max": max(latencies),
-            "wall_s": run.wall_s, "cycles_per_s": run.cycles / run.wall_s,
-            "registers": run.regs, "verified": True}
-
-
 def cmd_demo(args):
-    from sim.runner import default_sim
-    from tracker.config import TrackerParams
-    params = _params(args)
-    tparams = TrackerParams(sets=args.sets, ways=args.ways, regions=args.regions,
-                            count_bits=args.count_bits)
+    from sim.blocks.tracker.demo import run_ring_step
+    from sim.harness.runner import default_sim
+    params, tparams = _params(args), _tparams(args)
     sim = args.sim or default_sim()
     n_tiles = args.wgs * args.wfs
     beats = args.tile_elems * 2 // params.beat_bytes
-    print("T3 Tracker demo: one GPU's step of the ring reduce-scatter (T3_SPEC section 3)")
+    print("T3 Tracker demo: one GPU's step of the ring reduce-scatter (docs/design.md)")
     print(f"  workload   {args.wgs} workgroups x {args.wfs} wavefronts = {n_tiles} tiles of "
           f"{args.tile_elems} fp16 elements; each element gets 2 updates (local + DMA)")
     print(f"  tracker    {tparams.sets} sets x {tparams.ways} ways; simulator {sim}")
@@ -258,29 +215,13 @@ def cmd_demo(args):
 
 
 def _workload(args):
-    from sim.workload import GemmSpec, balanced_k, preset
-    if args.preset:
-        if any(v is not None for v in (args.m, args.n, args.k)):
-            raise ValueError("--preset and --m/--n/--k exclude each other")
-        return preset(args.preset, args.gpus, dtype=args.dtype or "fp16")
-    m = 64 if args.m is None else args.m
-    n = 32 * args.gpus if args.n is None else args.n
-    dtype = args.dtype or "fp16"
-    k = balanced_k(args.gpus, dtype) if args.k is None else args.k
-    name = "default (GEMM : RS = 1)" if (args.m, args.n, args.k) == (None, None, None) \
-        else "custom"
-    return GemmSpec(m=m, n=n, k=k, dtype=dtype, name=name)
+    from sim.system.workload import workload_spec
+    return workload_spec(args.gpus, args.preset, args.m, args.n, args.k, args.dtype)
 
 
 def _scale_line(spec, gpus):
-    from sim.system_run import LINK_LATENCY
-    from sim.workload import LINK_BANDWIDTH, SCALE, Workload
-    est = Workload.estimate(spec, gpus, T3Params())
-    return (f"  scale      HBM, link and CU throughput / {SCALE:g} (HBM 16 B/cycle, link "
-            f"{LINK_BANDWIDTH[0]}/{LINK_BANDWIDTH[1]} beat = "
-            f"{32 * LINK_BANDWIDTH[0] / LINK_BANDWIDTH[1]:.1f} B/cycle, {spec.flops:.0f} "
-            f"flop/cycle, link latency {LINK_LATENCY}); GEMM : RS estimate "
-            f"{est['ratio']:.2f}")
+    from sim.system.run import describe_scale
+    return f"  scale      {describe_scale(spec, gpus)}"
 
 
 def _print_result(r):
@@ -296,7 +237,7 @@ def _print_result(r):
 
 def cmd_run(args):
     import json
-    from sim.system_run import run_config
+    from sim.system.run import run_config
     spec = _workload(args)
     print(f"T3 system: {args.gpus} GPUs, {args.config}, workload {spec.name}: "
           f"{spec.m} x {spec.n} x {spec.k} {spec.dtype}")
@@ -328,7 +269,7 @@ def cmd_run(args):
 
 def cmd_compare(args):
     import json
-    from sim.compare import figure16_lines, figure18_lines, plot, run_all
+    from sim.system.compare import figure16_lines, figure18_lines, plot, run_all
     spec = _workload(args)
     print(f"T3 compare: {args.gpus} GPUs, workload {spec.name}: {spec.m} x {spec.n} x "
           f"{spec.k} {spec.dtype}")
@@ -354,7 +295,7 @@ def cmd_compare(args):
 
 
 def _workload_args(p):
-    from sim.workload import PRESETS
+    from sim.system.workload import PRESETS
     g = p.add_argument_group("workload (default: a 64 x 32*gpus GEMM whose K balances GEMM "
                              "and RS)")
     g.add_argument("--gpus", type=int, default=4, help="GPUs in the ring, 2 to 16 (default 4)")
@@ -364,10 +305,20 @@ def _workload_args(p):
     g.add_argument("--n", type=int, help="columns of the output (default 32 x gpus)")
     g.add_argument("--k", type=int, help="inner dimension per GPU (default: balanced)")
     g.add_argument("--dtype", choices=("fp16", "fp32"), help="element type (default fp16)")
-    p.add_argument("--sim", choices=("verilator", "icarus"),
+    p.add_argument("--sim", choices=SIMULATORS,
                    help="simulator (default: $SIM, else verilator)")
     p.add_argument("--seed", type=int, default=1, help="seed of the random inputs")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
+
+
+def cmd_docs(args):
+    from t3.docs import refresh
+    stale = refresh(write=not args.check)
+    for page in stale:
+        print(f"{'stale' if args.check else 'updated'}: {page}")
+    if not stale:
+        print("every register table in docs/ is current")
+    return 1 if args.check and stale else 0
 
 
 def cmd_bench(args):
@@ -381,7 +332,7 @@ def main(argv=None):
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="the Tracker through one ring reduce-scatter step")
-    demo.add_argument("--sim", choices=("verilator", "icarus", "amaranth"),
+    demo.add_argument("--sim", choices=DEMO_SIMULATORS,
                       help="simulator (default: $SIM, else verilator)")
     demo.add_argument("--wgs", type=int, default=128, help="workgroups (default 128)")
     demo.add_argument("--wfs", type=int, default=4, help="wavefronts per workgroup (default 4)")
@@ -405,7 +356,7 @@ def main(argv=None):
 
     run = sub.add_parser("run", help="one configuration of the N-GPU system, end to end")
     _workload_args(run)
-    run.add_argument("--config", choices=("sequential", "t3", "t3-mca"), default="t3",
+    run.add_argument("--config", choices=CONFIGS, default="t3",
                      help="configuration (default t3)")
     run.add_argument("--wave", metavar="FILE", help="write a waveform (VCD from Verilator, "
                                                     "FST from Icarus) for GTKWave or Surfer")
@@ -424,6 +375,12 @@ def main(argv=None):
     bench.add_argument("--no-synth", action="store_true",
                        help="skip the FPGA resource figures (Yosys synthesis, ~1 minute)")
     bench.set_defaults(func=cmd_bench)
+
+    docs = sub.add_parser("docs", help="regenerate the register tables in docs/ from the "
+                                        "register definitions")
+    docs.add_argument("--check", action="store_true",
+                      help="only report stale pages (exit 1 if any)")
+    docs.set_defaults(func=cmd_docs)
 
     args = parser.parse_args(argv)
     try:

@@ -63,23 +63,19 @@ def tb_config():
     return json.loads(os.environ["T3_TB"])
 
 
-def design_key(*parts):
-    """A key that changes with the design: the source of the hardware packages (not the
-    command line, test helpers or golden models), ``parts`` (the parameters, as JSON) and
-    the versions of Amaranth, cocotb and Verilator."""
+def design_key(top, *parts):
+    """A key that changes with the design: the source of the hardware that the component
+    ``top`` (a class, or its module's name) is built from (:func:`hw.export.source_digest`:
+    its module and every project module that imports, so not the command line, test helpers
+    or golden models), ``parts`` (the parameters, as JSON) and the versions of Amaranth,
+    cocotb and Verilator."""
     import hashlib
-    root = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256()
-    not_hardware = {"cli.py", "testing.py", "formal.py", "model.py"}
-    for package in ("hw", "tracker", "nmc", "dma", "mc_arbiter"):
-        for path in sorted((root / package).glob("*.py")):
-            if path.name in not_hardware:
-                continue
-            h.update(path.name.encode())
-            h.update(path.read_bytes())
     from importlib.metadata import version
+    from hw.export import source_digest
+    module = top if isinstance(top, str) else top.__module__
     tools = [version(name) for name in ("amaranth", "cocotb", "verilator")]
-    h.update(json.dumps([parts, tools], sort_keys=True, default=str).encode())
+    h = hashlib.sha256((source_digest(module) + source_digest("hw.export")).encode())
+    h.update(json.dumps([module, parts, tools], sort_keys=True, default=str).encode())
     return h.hexdigest()[:20]
 
 
@@ -142,7 +138,11 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
         sim_build = build_dir
     else:
         import fcntl
-        sim_build = build_cache_dir() / f"{toplevel}-{sim}-{cache_key}{'-waves' if waves else ''}"
+        import hashlib
+        # the build's own settings belong to the key too
+        flags = hashlib.sha256(repr(cxx_opt).encode()).hexdigest()[:6]
+        sim_build = build_cache_dir() / \
+            f"{toplevel}-{sim}-{cache_key}-{flags}{'-waves' if waves else ''}"
         sim_build.mkdir(parents=True, exist_ok=True)
         with open(sim_build / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)         # parallel tests build a key once

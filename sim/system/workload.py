@@ -3,8 +3,8 @@
 Each GPU ``g`` of ``G`` multiplies its slices ``A[g]`` (``M x K``) and ``B[g]`` (``K x N``) into
 a partial output ``p[g] = A[g] @ B[g]`` (``M x N``, column-major, rounded to the element type):
 real numbers from seeded random inputs (numpy).  The output is split into ``G`` chunks of
-``N / G`` columns; GPU ``g`` computes them in the staggered order of T3_SPEC section 3 (ring
-step ``s = 1..G``: chunk ``(g + s) mod G``).  Each wavefront (WF) writes one ``tile_rows x
+``N / G`` columns; GPU ``g`` computes them in the staggered order of ``docs/design.md``
+section 3 (ring step ``s = 1..G``: chunk ``(g + s) mod G``).  Each wavefront (WF) writes one ``tile_rows x
 tile_cols`` output tile; ``wfs_per_wg`` WFs of one chunk form a workgroup (WG).
 
 CU throughput model
@@ -33,12 +33,13 @@ import math
 import numpy as np
 
 from hw.interfaces import ELEM_BYTES
+from hw.params import check_int
 from nmc.model import lane_dtype
-from .driver import ETYPES
+from sim.system.driver import ETYPES
 
 
 __all__ = ["GemmSpec", "WorkGroup", "Workload", "PRESETS", "preset", "PAPER", "SCALE",
-           "ring_reference", "balanced_k"]
+           "ring_reference", "balanced_k", "workload_spec", "DEFAULT_M", "DEFAULT_N_PER_GPU"]
 
 
 #: The paper's system (Table 1), per 1 GHz memory cycle.
@@ -72,9 +73,7 @@ class GemmSpec:
 
     def __post_init__(self):
         for field in ("m", "n", "k", "tile_rows", "tile_cols", "wfs_per_wg", "cus"):
-            value = getattr(self, field)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{field} must be a positive integer, not {value!r}")
+            check_int(field, getattr(self, field), 1)
         if self.dtype not in ("fp16", "fp32"):
             raise ValueError(f"dtype must be 'fp16' or 'fp32', not {self.dtype!r}")
         if self.flops_per_cycle is not None and not self.flops_per_cycle > 0:
@@ -142,7 +141,11 @@ def _presets():
 PRESETS = _presets()
 
 
-def preset(name, gpus, m=64, n_per_gpu=32, dtype="fp16"):
+#: Output rows and columns per GPU of the default and preset workloads (``t3 run``).
+DEFAULT_M, DEFAULT_N_PER_GPU = 64, 32
+
+
+def preset(name, gpus, m=DEFAULT_M, n_per_gpu=DEFAULT_N_PER_GPU, dtype="fp16"):
     """The scaled :class:`GemmSpec` of a Table 2 sub-layer on ``gpus`` GPUs.
 
     CU throughput and bandwidths are scaled by :data:`SCALE`, so the GEMM : RS ratio
@@ -159,7 +162,7 @@ def preset(name, gpus, m=64, n_per_gpu=32, dtype="fp16"):
 
 
 def ring_reference(partials, dtype, zero_start=True):
-    """Final chunk values of the ring reduce-scatter (T3_SPEC section 3): chunk ``o`` is
+    """Final chunk values of the ring reduce-scatter (``docs/design.md`` section 3): chunk ``o`` is
     ``(((0 + p[o-1]) + p[o-2]) + ... + p[o-N+1]) + p[o]``, each ``+`` rounded in ``dtype``
     (``zero_start``: T3's buffers start at zero; the CU baseline starts from ``p[o-1]``).
     Returns the full ``M x N`` array of final values (each chunk where its owner holds it)."""
@@ -271,3 +274,19 @@ def balanced_k(gpus, dtype="fp16", params=None):
     link = LINK_BANDWIDTH[0] / LINK_BANDWIDTH[1] * params.beat_bytes
     k = spec.flops * (gpus - 1) * spec.elem_bytes / (2 * link * gpus)
     return max(16, int(round(k / 16)) * 16)
+
+
+def workload_spec(gpus, preset_name=None, m=None, n=None, k=None, dtype=None):
+    """The :class:`GemmSpec` of ``t3 run`` and ``t3 compare``: a Table 2 preset, or an ``m x n
+    x k`` GEMM whose unset dimensions default to :data:`DEFAULT_M` rows,
+    :data:`DEFAULT_N_PER_GPU` columns per GPU and the ``K`` that balances GEMM and
+    reduce-scatter (:func:`balanced_k`)."""
+    dtype = dtype or "fp16"
+    if preset_name:
+        if any(v is not None for v in (m, n, k)):
+            raise ValueError("--preset and --m/--n/--k exclude each other")
+        return preset(preset_name, gpus, dtype=dtype)
+    name = "default (GEMM : RS = 1)" if (m, n, k) == (None, None, None) else "custom"
+    return GemmSpec(m=DEFAULT_M if m is None else m,
+                    n=DEFAULT_N_PER_GPU * gpus if n is None else n,
+                    k=balanced_k(gpus, dtype) if k is None else k, dtype=dtype, name=name)

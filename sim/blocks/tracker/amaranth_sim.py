@@ -13,7 +13,8 @@ import time
 from hw.interfaces import Packer, mem_request_layout
 from hw.testing import reg_read, reg_write, run_testbench
 from tracker.config import STAT_REGISTERS, register_values
-from tracker.rtl import Tracker, trigger_layout
+from hw.interfaces import trigger_layout
+from tracker.rtl import Tracker
 
 
 __all__ = ["simulate_tracker", "TrackerRun"]
@@ -40,7 +41,7 @@ def simulate_tracker(params, tparams, regions, requests, *, seed=0, in_gap=0.0, 
     """
     dut = Tracker(params, tparams)
     req_layout = mem_request_layout(params)
-    trig_packer = Packer(trigger_layout(params, tparams))
+    trig_packer = Packer(trigger_layout(params, tparams.regions))
     rng = random.Random(seed)
     max_cycles = max_cycles or 20 * len(requests) + tparams.sets + 200
     triggers, taken, regs = [], [], {}

@@ -13,8 +13,8 @@ from hw.interfaces import ElemType, Op, Stream, mem_request_layout, mem_response
 from hw.params import T3Params
 from nmc.config import NMCParams, nmc_registers
 from nmc.model import NMCModel
-from .agents import Bench, CsrMaster, StreamSink, StreamSource, random_pauses
-from .runner import tb_config
+from sim.harness.agents import Bench, CsrMaster, StreamSink, StreamSource, random_pauses
+from sim.harness.runner import tb_config
 
 
 __all__ = ["random_commands", "run_commands"]

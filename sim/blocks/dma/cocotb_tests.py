@@ -1,15 +1,15 @@
 """cocotb testbench of the DMA engine's exported Verilog.
 
-:class:`EnvAgent` steps a :class:`sim.dma_env.DMAEnv` inside the :class:`sim.agents.Bench`
+:class:`EnvAgent` steps a :class:`sim.blocks.dma.env.DMAEnv` inside the :class:`sim.harness.agents.Bench`
 (drive right after the edge, observe at ``ReadOnly``), so the cocotb layer checks exactly what
-the Amaranth layer checks.  :func:`run_random` runs a :func:`sim.dma_traffic.random_scenario`
+the Amaranth layer checks.  :func:`run_random` runs a :func:`sim.blocks.dma.traffic.random_scenario`
 through the link loopback; :func:`run_axis` drives the link ports with cocotbext-axi's
 ``AxiStreamSource``/``AxiStreamSink`` instead; :func:`run_bench` measures link utilisation,
 trigger-to-first-beat latency and simulation speed for ``t3 bench dma``.
 
-Configuration (:func:`sim.runner.tb_config`): ``params``, ``dparams``, ``seed``, ``scenario``
-(keyword arguments of :func:`sim.dma_traffic.random_scenario`), ``env`` (keyword arguments of
-:class:`sim.dma_env.DMAEnv`), ``out`` (JSON result file, for the command line).
+Configuration (:func:`sim.harness.runner.tb_config`): ``params``, ``dparams``, ``seed``, ``scenario``
+(keyword arguments of :func:`sim.blocks.dma.traffic.random_scenario`), ``env`` (keyword arguments of
+:class:`sim.blocks.dma.env.DMAEnv`), ``out`` (JSON result file, for the command line).
 """
 
 import json
@@ -17,13 +17,13 @@ import time
 
 import cocotb
 
-from dma.config import STAT_REGISTERS, DMAParams, dma_registers, register_values
+from dma.config import CMD, STAT_REGISTERS, DMAParams, dma_registers, register_values
 from dma.model import check_dma_run, frames_to_packets
 from hw.params import T3Params
-from .agents import Bench, CsrMaster
-from .dma_env import INPUTS, OUTPUTS, DMAEnv, run_model
-from .dma_traffic import long_transfer_scenario, random_scenario
-from .runner import tb_config
+from sim.harness.agents import Bench, CsrMaster
+from sim.blocks.dma.env import INPUTS, OUTPUTS, DMAEnv, run_model
+from sim.blocks.dma.traffic import long_transfer_scenario, random_scenario
+from sim.harness.runner import tb_config
 
 
 __all__ = ["EnvAgent", "run_random", "run_axis", "run_bench"]
@@ -101,7 +101,7 @@ async def _start(dut, params, dparams, scenario, env):
     for name, value in register_values(params, dparams, scenario.commands, scenario.gpu_id,
                                        scenario.remote):
         await csr.write_reg(name, value)
-    await csr.write_reg("cmd", 1)
+    await csr.write_reg("cmd", CMD.encode(clear=1))
     agent.activate()
     return bench, csr
 
@@ -148,7 +148,7 @@ async def run_axis(dut):
     with an ``AxiStreamSource`` (with gaps) and check the memory image."""
     from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
-    from .agents import random_pauses
+    from sim.harness.agents import random_pauses
     cfg = tb_config()
     params, dparams = _params(cfg)
     scenario = random_scenario(params, dparams, cfg["seed"], remote_stores=0)

@@ -8,8 +8,8 @@
   as beats and as a fraction of Sequential's total.
 """
 
-from .system import CONFIGS, ISOLATED_RS
-from .system_run import run_config
+from sim.system.configure import CONFIGS, ISOLATED_RS
+from sim.system.run import run_config
 
 
 __all__ = ["run_all", "speedups", "figure16_lines", "figure18_lines", "plot",
@@ -21,8 +21,8 @@ CATEGORIES = ("gemm_reads", "gemm_writes", "rs_reads", "rs_writes", "ag_reads", 
 
 def run_all(spec, gpus, *, sim=None, seed=1, progress=None):
     """``{config: result}`` for every configuration and the isolated RS with NMC."""
-    from .system_run import check_config, system_params
-    params, nparams = system_params(spec.dtype)
+    from sim.system.run import check_config, system_params
+    params, nparams = system_params()
     for config in CONFIGS:                  # refuse a bad workload before the first run
         check_config(spec, gpus, config, params, nparams)
     results = {}

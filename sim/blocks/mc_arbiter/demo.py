@@ -17,8 +17,8 @@ from hw.interfaces import Stream
 from hw.params import T3Params
 from mc_arbiter.config import ArbiterParams, Policy
 from mc_arbiter.model import ArbiterModel, check_arbiter_run
-from .arbiter_amaranth import simulate_arbiter
-from .arbiter_traffic import BurstSource, PhasedSource, numbered_requests
+from sim.blocks.mc_arbiter.amaranth_sim import simulate_arbiter
+from sim.blocks.mc_arbiter.traffic import BurstSource, PhasedSource, numbered_requests
 
 
 __all__ = ["DemoConfig", "run_demo", "demo_table"]

@@ -5,14 +5,16 @@ import tempfile
 import threading
 from pathlib import Path
 
-from hw.node import NodeParams
-from hw.params import T3Params
+from hw.params import T3Params, check_int
 from nmc.config import NMCParams
-from .runner import default_sim, design_key, run_for_result
-from .workload import LINK_BANDWIDTH
+from system.node import NodeParams
+from system.ring import MAX_GPUS
+from sim.harness.runner import default_sim, design_key, run_for_result
+from sim.system.workload import LINK_BANDWIDTH, SCALE, Workload
 
 
-__all__ = ["system_params", "run_config", "check_config", "LINK_LATENCY"]
+__all__ = ["system_params", "node_params", "run_config", "check_config", "describe_scale",
+           "LINK_LATENCY", "FORMATS", "MEMORY_ROWS"]
 
 
 #: Link latency of the scaled system, cycles (the paper's 500 ns at 1 GHz is 500 cycles; the
@@ -20,25 +22,46 @@ __all__ = ["system_params", "run_config", "check_config", "LINK_LATENCY"]
 LINK_LATENCY = 64
 
 
-def system_params(dtype="fp16", memory_rows=8):
-    """``(T3Params, NodeParams)`` of the system's nodes: the ALUs add the run's type only... and
-    fp32, which the configurations do not need but costs little; memory ``memory_rows`` rows
-    per bank (8: 128 KiB per GPU)."""
-    formats = ("fp16", "fp32")
-    return T3Params(), NodeParams(nmc=NMCParams(rows=memory_rows, formats=formats))
+#: The element types the system's near-bank ALUs add: the workloads' types (one ring build
+#: serves both).
+FORMATS = ("fp16", "fp32")
+
+
+#: HBM rows per bank of the system's nodes (128 KiB per GPU).
+MEMORY_ROWS = 8
+
+
+def node_params(memory_rows=MEMORY_ROWS):
+    """The :class:`system.node.NodeParams` of the system's nodes: ALUs for :data:`FORMATS`,
+    memory of ``memory_rows`` rows per bank (8: 128 KiB per GPU)."""
+    return NodeParams(nmc=NMCParams(rows=memory_rows, formats=FORMATS))
+
+
+def system_params(memory_rows=MEMORY_ROWS):
+    """``(T3Params, NodeParams)`` of the system: the default widths and :func:`node_params`."""
+    return T3Params(), node_params(memory_rows)
+
+
+def describe_scale(spec, gpus):
+    """One line: how the run is scaled from the paper's system, and its GEMM : RS estimate."""
+    est = Workload.estimate(spec, gpus, T3Params())
+    num, den = LINK_BANDWIDTH
+    return (f"HBM, link and CU throughput / {SCALE:g} (HBM 16 B/cycle, link {num}/{den} beat = "
+            f"{T3Params().beat_bytes * num / den:.1f} B/cycle, {spec.flops:.0f} flop/cycle, "
+            f"link latency {LINK_LATENCY}); GEMM : RS estimate {est['ratio']:.2f}")
 
 
 def check_config(spec, gpus, config, params, nparams):
     """Everything the run will program, checked in Python first (the workload against the
     ring, every driver call of every phase): a refused configuration raises ``ValueError``
     naming the field before any simulator starts."""
-    from .driver import Driver
-    from .system import CONFIGS, ISOLATED_RS, allocate, configure_fused, map_ring_windows
-    from .workload import Workload
+    from sim.system.driver import Driver
+    from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_fused,
+                                      map_ring_windows)
+    from sim.system.workload import Workload
     if config not in CONFIGS + (ISOLATED_RS,):
         raise ValueError(f"config must be one of {CONFIGS}, not {config!r}")
-    if not isinstance(gpus, int) or not 2 <= gpus <= 16:
-        raise ValueError(f"gpus must be an integer from 2 to 16, not {gpus!r}")
+    check_int("gpus", gpus, 2, MAX_GPUS)
     wl = Workload(spec, gpus, params)
     driver = Driver(params, nparams, gpus)
     layout = allocate(driver, wl)
@@ -49,13 +72,15 @@ def check_config(spec, gpus, config, params, nparams):
 
 
 def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=None,
-               progress=None, memory_rows=8, latency=LINK_LATENCY, bandwidth=LINK_BANDWIDTH):
+               progress=None, memory_rows=MEMORY_ROWS, latency=LINK_LATENCY,
+               bandwidth=LINK_BANDWIDTH):
     """Run ``config`` on a ring of ``gpus``; returns the result dict of
-    :func:`sim.system.run_system`.  ``progress(line)`` sees the testbench's progress lines."""
-    from hw.ring import Ring
-    import sim.system as tb
+    :func:`sim.system.testbench.run_system`.  ``progress(line)`` sees the testbench's progress
+    lines."""
+    from system.ring import Ring
+    import sim.system.testbench as tb
     sim = sim or default_sim()
-    params, nparams = system_params(spec.dtype, memory_rows)
+    params, nparams = system_params(memory_rows)
     check_config(spec, gpus, config, params, nparams)
     build_dir = Path(build_dir or tempfile.mkdtemp(prefix=f"t3_system_{config}_"))
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -64,7 +89,7 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     config_json = {"params": params.to_dict(), "nparams": nparams.to_dict(), "gpus": gpus,
                    "spec": spec.__dict__, "config": config, "seed": seed,
                    "progress": str(progress_file)}
-    key = design_key("ring", params.to_dict(), nparams.to_dict(), gpus, latency, bandwidth)
+    key = design_key(Ring, params.to_dict(), nparams.to_dict(), gpus, latency, bandwidth)
 
     def make():
         return Ring(params, nparams, gpus=gpus, latency=latency, num=bandwidth[0],

@@ -1,0 +1,1 @@
+"""Test environment of the ``dma`` block (see :mod:`sim.blocks`)."""

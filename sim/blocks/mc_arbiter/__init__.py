@@ -1,0 +1,1 @@
+"""Test environment of the ``mc_arbiter`` block (see :mod:`sim.blocks`)."""

@@ -1,0 +1,1 @@
+"""Test environment of the ``nmc`` block (see :mod:`sim.blocks`)."""

@@ -1,0 +1,1 @@
+"""Test environment of the ``tracker`` block (see :mod:`sim.blocks`)."""

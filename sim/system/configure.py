@@ -1,0 +1,86 @@
+"""The configurations the system runs and the driver calls that set each one up: buffers on
+every GPU, T3's fused set-up (paper section 4.4, Figure 12) and the remote windows of the
+baseline's reduce-scatter and of the all-gather."""
+
+
+__all__ = ["CONFIGS", "ISOLATED_RS", "INPUT_WINDOW_BYTES", "allocate", "configure_fused",
+           "map_ring_windows"]
+
+
+#: The configurations of paper section 5.3 that run on the hardware.
+CONFIGS = ("sequential", "t3", "t3-mca")
+
+#: Also accepted by the testbench: ``rs-nmc``, the fused configuration with a GEMM of no
+#: input reads and no compute time (its output stores only): the reduce-scatter with NMC in
+#: isolation, for Ideal-RS+NMC.
+ISOLATED_RS = "rs-nmc"
+
+
+#: The input matrices' reads cycle over a window of at most this many bytes each: their values
+#: are irrelevant to the hardware (the partials are computed in numpy), only their traffic is.
+INPUT_WINDOW_BYTES = 16 * 1024
+
+
+def allocate(driver, wl):
+    """The same buffers on every GPU: ``C`` (output), ``A``/``B`` (input windows), ``R``
+    (the baseline's receive slots).  Returns ``{name: Buffer}`` of GPU 0 (all are alike)."""
+    s, gpus = wl.spec, wl.gpus
+    e = s.elem_bytes
+    beat = wl.params.beat_bytes
+    rows_a = max(1, min(s.k, INPUT_WINDOW_BYTES // (s.m * e)))
+    cols_b = max(beat // e, min(s.n, INPUT_WINDOW_BYTES // (s.k * e)))
+    layout = None
+    for g in range(gpus):
+        bufs = {"C": driver.malloc("C", g, s.m, s.n, s.dtype),
+                "A": driver.malloc("A", g, s.m, rows_a, s.dtype),
+                "B": driver.malloc("B", g, s.k, cols_b, s.dtype),
+                "R": driver.malloc("R", g, s.m, wl.chunk_cols * (gpus - 1), s.dtype)}
+        layout = layout or bufs
+    layout = dict(layout)
+    layout["chunk_beats"] = s.m * wl.chunk_cols * e // beat
+    return layout
+
+
+def configure_fused(driver, wl, layout, policy):
+    """T3's set-up (paper Figure 12) for the fused GEMM -> ring-RS on every GPU ``g``:
+    ``remote_map`` of the step-1 chunk ``g+1`` into GPU ``g-1``; ``dma_map`` of the chunks of
+    steps 2..G-1 (updates per element 2) to the same place on GPU ``g-1``, the one that is GPU
+    ``g-1``'s own final chunk without tracking there; the arbiter's policy."""
+    gpus, s = wl.gpus, wl.spec
+    nc = wl.chunk_cols
+    for g in range(gpus):
+        dst = (g - 1) % gpus
+        c_here, c_there = driver.buffer(g, "C"), driver.buffer(dst, "C")
+        step1 = (g + 1) % gpus
+        driver.remote_map(c_here.cols_range(step1 * nc, nc), dst,
+                          c_there.cols_range(step1 * nc, nc))
+        # group the chunks of steps 2..G-1 into contiguous ranges with one destination kind
+        runs = []
+        for step in range(2, gpus):
+            chunk = (g + step) % gpus
+            final_there = chunk == dst
+            if runs and runs[-1][1] + runs[-1][2] == chunk and runs[-1][0] == final_there:
+                runs[-1][2] += 1
+            else:
+                runs.append([final_there, chunk, 1])
+        for final_there, first, count in runs:
+            driver.dma_map(c_here.cols_range(first * nc, count * nc), dst,
+                           c_there.cols_range(first * nc, count * nc), op="update",
+                           updates_per_element=2, tile=(s.tile_rows, s.tile_cols),
+                           tracked_at_dst=not final_there)
+        tracked_steps = range(2, gpus)
+        driver.gemm(c_here, wl.stages(g, tracked_steps), s.wfs_per_wg, update=True)
+    driver.set_arbitration(policy, auto_threshold=policy == "MCA")
+
+
+def map_ring_windows(driver, wl, buffer):
+    """Every GPU's remote window: its whole ``buffer`` onto the same buffer of GPU ``g-1``
+    (the baseline's RS into the receive slots ``R``, and the all-gather into ``C``)."""
+    driver.remote_unmap()
+    driver.dma_unmap()
+    for g in range(wl.gpus):
+        dst = (g - 1) % wl.gpus
+        driver.remote_map(driver.buffer(g, buffer).whole(), dst,
+                          driver.buffer(dst, buffer).whole())
+
+

@@ -1,0 +1,75 @@
+"""What a system run measures and checks: the counters read after each phase, the DRAM
+accesses by category (paper section 6.2, Figure 18) and the bit-exact scoreboard."""
+
+import numpy as np
+
+
+__all__ = ["COUNTERS", "dram_accesses", "link_utilization", "compare_chunk"]
+
+
+#: Counters read after each phase: (block, register).
+COUNTERS = [("nmc", f"{k}_{s}") for k in ("reads", "stores", "updates") for s in
+            ("compute", "comm")] + [
+    ("node", "remote_out"), ("node", "comm_writes"), ("dma", "link_busy"),
+    ("dma", "tiles_sent"), ("dma", "beats_sent"), ("dma", "status"), ("dma", "errors"),
+    ("tracker", "peak_occupancy"), ("tracker", "triggers"), ("tracker", "status"),
+    ("tracker", "errors"), ("tracker", "tracked"), ("tracker", "occupancy"), ("dma", "triggers"),
+    ("dma", "reads"), ("dma", "beats_received"), ("nmc", "errors"), ("arbiter", "forced"),
+    ("arbiter", "threshold"), ("arbiter", "comm_max_wait")]
+
+
+def compare_chunk(gpu, chunk, got, want):
+    """Bit-exact comparison; raises ``AssertionError`` naming GPU, chunk, element (row and
+    column within the chunk) and both values."""
+    got, want = np.ascontiguousarray(got), np.ascontiguousarray(want)
+    gb = got.view(np.uint8).reshape(got.shape + (-1,))
+    wb = want.view(np.uint8).reshape(want.shape + (-1,))
+    diff = np.argwhere(np.any(gb != wb, axis=-1))
+    if diff.size:
+        r, c = diff[0]
+        raise AssertionError(
+            f"GPU {gpu}, chunk {chunk}: {len(diff)} element(s) differ; first at row {r}, "
+            f"column {c}: got {got[r, c]!r} (0x{got[r, c].view(np.uint8).tobytes()[::-1].hex()})"
+            f", want {want[r, c]!r} (0x{want[r, c].view(np.uint8).tobytes()[::-1].hex()})")
+
+
+
+
+def _writes(s, stream):
+    return s[f"nmc.stores_{stream}"] + s[f"nmc.updates_{stream}"]
+
+
+def dram_accesses(config, sums):
+    """DRAM beats by category from the counter deltas summed over the GPUs (``sums``:
+    ``{phase: {"block.register": delta}}``).
+
+    Sequential: each phase is its own category.  Fused (``t3``, ``t3-mca``, ``rs-nmc``): the
+    compute stream is the GEMM's (its remote step-1 updates, counted at the sender as
+    ``node.remote_out``, are GEMM writes that land in the neighbour's DRAM); the
+    communication stream is the reduce-scatter's, less those arriving remote updates.
+    """
+    dram = dict.fromkeys(("gemm_reads", "gemm_writes", "rs_reads", "rs_writes",
+                          "ag_reads", "ag_writes"), 0)
+    if config == "sequential":
+        for phase, key in (("gemm", "gemm"), ("rs", "rs")):
+            s = sums[phase]
+            dram[f"{key}_reads"] = s["nmc.reads_compute"] + s["nmc.reads_comm"]
+            dram[f"{key}_writes"] = _writes(s, "compute") + _writes(s, "comm")
+    else:
+        f = sums["gemm_rs"]
+        remote = f["node.remote_out"]
+        dram["gemm_reads"] = f["nmc.reads_compute"]
+        dram["gemm_writes"] = _writes(f, "compute") + remote
+        dram["rs_reads"] = f["nmc.reads_comm"]
+        dram["rs_writes"] = _writes(f, "comm") - remote
+    a = sums["ag"]
+    dram["ag_reads"] = a["nmc.reads_compute"] + a["nmc.reads_comm"]
+    dram["ag_writes"] = _writes(a, "compute") + _writes(a, "comm")
+    return dram
+
+
+def link_utilization(phase, gpus, bandwidth):
+    """Beats the DMA engines put on the links during ``phase`` (``{"cycles", "delta"}``) as a
+    fraction of what ``gpus`` links of ``bandwidth = (num, den)`` beats per cycle carry."""
+    busy = sum(d["dma.link_busy"] for d in phase["delta"])
+    return busy / (phase["cycles"] * gpus * bandwidth[0] / bandwidth[1])

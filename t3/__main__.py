@@ -1,0 +1,5 @@
+import sys
+
+from t3.cli import main
+
+sys.exit(main())

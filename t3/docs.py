@@ -1,0 +1,75 @@
+"""The register tables of ``docs/``, generated from the register definitions.
+
+Each page of :data:`PAGES` holds its block's register map between the markers
+``<!-- registers:begin -->`` and ``<!-- registers:end -->``; :func:`refresh` rewrites that part
+from :meth:`hw.csr.RegisterFile.markdown` (``t3 docs``), and the test suite checks that every
+page is current (``t3 docs --check``).
+"""
+
+from pathlib import Path
+
+
+__all__ = ["PAGES", "BEGIN", "END", "documented", "refresh"]
+
+
+BEGIN, END = "<!-- registers:begin -->\n", "\n<!-- registers:end -->"
+
+
+def _tracker():
+    from hw.params import T3Params
+    from tracker.config import TrackerParams, tracker_registers
+    return tracker_registers(T3Params(), TrackerParams())
+
+
+def _arbiter():
+    from mc_arbiter.config import ArbiterParams, arbiter_registers
+    return arbiter_registers(ArbiterParams())
+
+
+def _nmc():
+    from hw.params import T3Params
+    from nmc.config import NMCParams, nmc_registers
+    return nmc_registers(T3Params(), NMCParams())
+
+
+def _dma():
+    from dma.config import DMAParams, dma_registers
+    from hw.params import T3Params
+    return dma_registers(T3Params(), DMAParams())
+
+
+def _node():
+    from system.node import node_registers
+    return node_registers()
+
+
+#: Page (relative to the repository) -> the register file it documents (default geometry).
+PAGES = {"docs/tracker.md": _tracker, "docs/mc_arbiter.md": _arbiter, "docs/nmc.md": _nmc,
+         "docs/dma.md": _dma, "docs/system.md": _node}
+
+#: The repository's root.
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def documented(text):
+    """``(before, table, after)`` of a page's text, split at the markers."""
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"the page has no {BEGIN.strip()} ... {END.strip()} section")
+    before, rest = text.split(BEGIN, 1)
+    table, after = rest.split(END, 1)
+    return before, table, after
+
+
+def refresh(root=ROOT, write=True):
+    """Regenerate the register section of every page; returns the pages that were stale
+    (with ``write=False`` only reports them)."""
+    stale = []
+    for page, registers in PAGES.items():
+        path = Path(root) / page
+        before, table, after = documented(path.read_text())
+        want = registers().markdown()
+        if table != want:
+            stale.append(page)
+            if write:
+                path.write_text(before + BEGIN + want + END + after)
+    return stale

@@ -1,0 +1,82 @@
+"""The layout holds: the import graph runs one way (hw <- blocks <- system <- sim <- t3), the
+docs' register tables are the hardware's, the design key covers exactly the hardware, and the
+repository stands on its own."""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from t3.docs import PAGES, documented
+
+
+ROOT = Path(__file__).resolve().parent.parent
+BLOCKS = ("tracker", "nmc", "dma", "mc_arbiter")
+
+#: Package -> the packages it must never import (the layers above it).
+FORBIDDEN = {
+    "hw": set(BLOCKS) | {"system", "sim", "t3", "benchmarks"},
+    **{block: {"system", "sim", "t3", "benchmarks"} for block in BLOCKS},
+    "system": {"sim", "t3", "benchmarks"},
+    "sim": {"t3", "benchmarks"},
+    "benchmarks": {"t3"},
+}
+
+
+def imported_packages(path):
+    """Top-level package of every absolute import in a file (nested imports included)."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            yield node.module.split(".")[0]
+
+
+def test_imports_run_one_way():
+    wrong = []
+    for package, forbidden in FORBIDDEN.items():
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for name in set(imported_packages(path)) & forbidden:
+                wrong.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_import_check_sees_a_wrong_import(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from sim.system.run import run_config\n")
+    assert "sim" in set(imported_packages(bad))
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_docs_register_tables_are_the_hardware_ones(page):
+    _, table, _ = documented((ROOT / page).read_text())
+    assert table == PAGES[page]().markdown(), f"{page} is stale: run `t3 docs`"
+
+
+def test_design_key_covers_the_hardware_and_nothing_else():
+    from hw.export import hardware_modules
+    ring = set(hardware_modules("system.ring"))
+    for block in BLOCKS:
+        assert any(m.startswith(f"{block}.") for m in ring), block
+    assert {"system.ring", "system.node", "system.link", "hw.csr", "nmc.fpadd"} <= ring
+    assert not {m for m in ring if m.endswith((".model", ".cli", ".testing", ".formal"))
+                or m.startswith(("sim.", "t3.", "benchmarks."))}
+    assert set(hardware_modules("tracker.rtl")) == {"tracker.rtl", "tracker.config",
+                                                    "hw.csr", "hw.interfaces", "hw.params"}
+
+
+def test_the_repository_stands_on_its_own():
+    """No file cites a document the repository does not hold, and nothing sets Amaranth's
+    private attributes."""
+    tracked = [p for p in ROOT.rglob("*") if p.is_file() and p.suffix in (".py", ".md", ".toml")
+               and ".git" not in p.parts and "build" not in p.parts]
+    this = Path(__file__).resolve()
+    for path in tracked:
+        if path.resolve() == this:
+            continue
+        text = path.read_text(errors="replace")
+        assert "T3_SPEC" not in text, f"{path.relative_to(ROOT)} cites T3_SPEC.md"
+        assert "_MustUse" not in text, f"{path.relative_to(ROOT)} sets _MustUse"
+    for link in re.findall(r"\]\((docs/[^)#]+)", (ROOT / "README.md").read_text()):
+        assert (ROOT / link).exists(), f"README links to missing {link}"
