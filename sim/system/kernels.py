@@ -65,10 +65,12 @@ class GemmKernel(Kernel):
     ``mode``: ``"t3"`` (step-1 tiles as remote updates through the window, the others as
     tracked op-and-stores: the chunks of steps 2..G-1 are tracked, the GPU's own chunk is
     not) or ``"sequential"`` (plain local stores).  ``on_first_stage`` is called when the first
-    ``cus`` workgroups have finished (the arbiter's calibration window)."""
+    ``cus`` workgroups have finished (the arbiter's calibration window); ``free``: no input
+    reads and no compute time (the output stores only, for the isolated RS)."""
 
-    def __init__(self, g, workload, port, layout, mode, on_first_stage=None, free=False):
-        super().__init__(f"gemm{g}", port)
+    def __init__(self, g, workload, port, layout, mode, on_first_stage=None, on_done=None,
+                 free=False):
+        super().__init__(f"gemm{g}", port, on_done)
         self.g, self.wl, self.layout, self.mode = g, workload, layout, mode
         self.todo = collections.deque(workload.schedule[g])
         self.active = []

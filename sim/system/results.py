@@ -29,8 +29,8 @@ def compare_chunk(gpu, chunk, got, want):
         r, c = diff[0]
         raise AssertionError(
             f"GPU {gpu}, chunk {chunk}: {len(diff)} element(s) differ; first at row {r}, "
-            f"column {c}: got {got[r, c]!r} (0x{got[r, c].view(np.uint8).tobytes()[::-1].hex()})"
-            f", want {want[r, c]!r} (0x{want[r, c].view(np.uint8).tobytes()[::-1].hex()})")
+            f"column {c}: got {got[r, c]!r} (0x{gb[r, c].tobytes()[::-1].hex()}), want "
+            f"{want[r, c]!r} (0x{wb[r, c].tobytes()[::-1].hex()})")
 
 
 
