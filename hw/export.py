@@ -9,6 +9,7 @@ and ``rst`` (synchronous, active high).
 """
 
 import ast
+import re
 import hashlib
 import importlib.util
 from pathlib import Path
@@ -24,18 +25,36 @@ _ROOT = Path(__file__).resolve().parent.parent
 
 
 def to_verilog(component, name):
-    """Verilog text of ``component`` as a module called ``name``."""
+    """Verilog text of ``component`` as a module called ``name``.
+
+    Refuses a design whose Verilog has an ``always @*`` block that only assigns constants
+    (Yosys writes one for a comb signal with constant-only parts): such a block has nothing to
+    trigger it, so Icarus and Verilator never run it and the signal keeps its power-on value
+    while Amaranth's simulator shows the constant."""
     if not name.isidentifier():
         raise ValueError(f"Verilog module name must be an identifier, not {name!r}")
-    return verilog.convert(component, name=name, emit_src=False)
+    text = verilog.convert(component, name=name, emit_src=False)
+    dead = re.findall(r"^\s*always @\*\n\s*([^\s=]+) = \d+'[hdb][0-9a-fA-F_]+;$", text,
+                      re.MULTILINE)
+    if dead:
+        raise ValueError(f"{name}: the Verilog of {', '.join(sorted(set(dead)))} is a "
+                         f"constant-only always @* block that no simulator runs; drive the "
+                         f"constant from a register or a whole signal instead")
+    return text
 
 
 def write_verilog(component, name, out_dir):
-    """Write ``<out_dir>/<name>.v`` and return its path."""
+    """Write ``<out_dir>/<name>.v`` and return its path.  A component that instantiates
+    modules of its own (``Instance``) lists them in ``instanced_modules``, ``{module name:
+    component}``; their Verilog follows the top's in the same file (each exported once, however
+    often it is instantiated)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.v"
-    path.write_text(to_verilog(component, name))
+    text = to_verilog(component, name)
+    for sub_name, sub in getattr(component, "instanced_modules", {}).items():
+        text += "\n" + to_verilog(sub, sub_name)
+    path.write_text(text)
     return path
 
 

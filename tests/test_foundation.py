@@ -213,6 +213,31 @@ def test_register_fields_in_the_rtl_status_command_and_views():
 
 # --- export -----------------------------------------------------------------------------------
 
+def test_export_refuses_a_constant_only_comb_block():
+    """A comb signal with a constant-only part becomes an ``always @*`` block with nothing to
+    trigger it: simulators never run it, so the export refuses the design, naming it."""
+    from amaranth import Module, Signal
+    from amaranth.lib import data, wiring
+    from amaranth.lib.wiring import In, Out
+
+    class Dut(wiring.Component):
+        a: In(8)
+        o: Out(16)
+
+        def elaborate(self, platform):
+            m = Module()
+            pair = Signal(data.StructLayout({"lo": 8, "hi": 8}))
+            m.d.comb += [pair.hi.eq(0x5A)]
+            with m.If(self.a[0]):
+                m.d.comb += pair.lo.eq(self.a)
+            m.d.comb += self.o.eq(pair)
+            return m
+
+    with pytest.raises(ValueError, match=r"^dut: the Verilog of .* is a constant-only always "
+                                         r"@\* block that no simulator runs"):
+        to_verilog(Dut(), "dut")
+
+
 def test_export_names_the_module_and_has_no_source_paths():
     tracker = Tracker(T3Params(), TrackerParams(sets=4, ways=2))
     with pytest.raises(ValueError, match=r"^Verilog module name must be an identifier, "
