@@ -1,0 +1,1 @@
+"""Test environment of the GPU-side traffic engine (see :mod:`sim.blocks`)."""

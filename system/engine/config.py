@@ -1,0 +1,176 @@
+"""The GPU-side traffic engine: parameters, program formats and register map.
+
+The engine stands for a GPU's compute units in a node's simulation top (and on an FPGA
+prototype of a node): it replays a kernel's memory traffic on the node's ``compute`` port from
+a *program* that the Python workload generator writes into the engine's local memory before
+the run, so that no software runs per cycle.  Two kinds of kernel:
+
+GEMM (``mode.kernel = GEMM``)
+    The CU throughput model of :mod:`sim.system.workload`: workgroups (WGs) run ``cus`` at a
+    time in program order; a WG issues ``read_beats`` input ``READ``\\ s (cycling over the
+    ``A`` then ``B`` windows with one cursor per GPU), waits for their responses, computes for
+    ``compute_cycles``, then stores its ``wfs`` output tiles (every beat, column by column) with
+    the WG's flags; the store data are the partial tiles, read from the local memory, where the
+    partial output was loaded with the layout of ``C`` (column-major, beat ``o`` of ``C`` at
+    local beat ``partials + o``).  One :func:`wg_layout` descriptor per WG.
+
+Steps (``mode.kernel = STEPS``)
+    A sequence of :func:`step_layout` descriptors, each a vector operation over ``n`` beats:
+    wait until ``wait_arrivals`` communication writes have arrived since the start and every
+    earlier request is complete; read ``x`` (and ``y``) beat by beat as two streams; for beat
+    ``i``, ``z[i] = x[i]`` or ``x[i] + y[i]`` (lane-wise in ``etype``, the near-bank ALU's
+    adders), stored at node address ``z`` (a remote-window address goes to the neighbour) or
+    captured into local beat ``z`` (to read results back).  The baseline's reduce-scatter on
+    the CUs, the all-gather and the read-back are step programs
+    (:func:`system.engine.model.rs_steps` ...).
+
+A run ends (``done``) when the kernel is complete and ``arrivals`` communication writes have
+completed in the node since the start.
+"""
+
+import dataclasses
+import enum
+
+from amaranth.lib import data
+
+from hw.csr import Field, Reg, RegisterFile
+from hw.params import T3Params, check_int
+
+
+__all__ = ["EngineParams", "Kernel", "wg_layout", "step_layout", "engine_registers", "MODE",
+           "STATUS", "CTRL", "STAT_REGISTERS", "Z_STORE", "Z_CAPTURE"]
+
+
+class Kernel(enum.IntEnum):
+    """``mode.kernel``."""
+    GEMM = 0
+    STEPS = 1
+
+
+#: ``step.z_kind``: store at node address ``z``; capture into local beat ``z``.
+Z_STORE, Z_CAPTURE = 0, 1
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineParams:
+    """Geometry of the engine.
+
+    Parameters
+    ----------
+    local_beats : int
+        Beats of the local memory (partials, descriptors, captured results), 16 to 65536.
+    slots : int
+        WGs in flight at most (the GEMM's ``cus`` register may not exceed it), 1 to 16.
+    buffer_beats : int
+        Beats of a step's operand and store buffers: the largest step ``n``, 4 to 4096.
+    pending : int
+        Requests awaiting their response at most (the node answers every local request in
+        order), 4 to 1024; the engine waits when it is full.
+    """
+    local_beats: int = 2048
+    slots: int = 8
+    buffer_beats: int = 512
+    pending: int = 256
+
+    def __post_init__(self):
+        check_int("local_beats", self.local_beats, 16, 65536)
+        check_int("slots", self.slots, 1, 16)
+        check_int("buffer_beats", self.buffer_beats, 4, 4096)
+        check_int("pending", self.pending, 4, 1024)
+
+    @property
+    def local_bits(self):
+        return max(1, (self.local_beats - 1).bit_length())
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+
+#: Tile starts a WG descriptor holds (``wfs`` of them are used).
+MAX_WFS = 8
+
+
+def wg_layout(params: T3Params):
+    """One GEMM workgroup, one local-memory beat: ``wg_id``; ``remote`` (its stores go to the
+    address plus ``remote_space``: through the node's remote window), ``update`` (``UPDATE``
+    instead of ``STORE``), ``tracked``; ``tiles``: the ``C`` beat offset of each WF tile's
+    first beat."""
+    return data.StructLayout({
+        "wg_id": params.wg_id_bits,
+        "remote": 1, "update": 1, "tracked": 1,
+        "tiles": data.ArrayLayout(24, MAX_WFS),
+    })
+
+
+def step_layout(params: T3Params):
+    """One vector step, one local-memory beat (see the module documentation)."""
+    return data.StructLayout({
+        "wait_arrivals": 32,
+        "n": 16,
+        "x": params.addr_bits,
+        "y": params.addr_bits,
+        "has_y": 1,
+        "z": params.addr_bits,
+        "z_kind": 1,
+    })
+
+
+#: The ``mode`` register.
+MODE = Reg("mode", None, "rw", "", fields=(
+    Field("kernel", doc="0 GEMM, 1 steps"),
+    Field("etype", 2, "element type of the stores and adds (0 fp16, 1 bf16, 2 fp32, 3 int32)"),
+    Field("mca", doc="drive the MC arbiter's calibration window (from the start to the end of "
+                     "the first `cus` WGs) and its drain (at the GEMM's end)")))
+
+#: The ``ctrl`` register: write 1 to a field to act.
+CTRL = Reg("ctrl", None, "wo", "write 1 to act", fields=(
+    Field("start", doc="start the kernel (as the `start` input does)"),))
+
+#: The ``status`` register.
+STATUS = Reg("status", None, "w1c", "errors and state", fields=(
+    Field("resp_error", doc="a response came back with its error flag"),
+    Field("unexpected", doc="a response came that no request awaited (ignored)"),
+    Field("bad_step", doc="a step with `n` of 0 or above `buffer_beats` (skipped)"),
+    Field("busy", lsb=8, live=True, doc="a kernel runs"),
+    Field("done", live=True, doc="the last kernel has finished (until the next start)")))
+
+#: Registers read back after a run.
+STAT_REGISTERS = ("status", "cycles", "first_stage", "requests", "reads", "stores",
+                  "responses", "arrivals")
+
+
+def engine_registers(params: T3Params, eparams: EngineParams):
+    """The engine's register map (a fresh :class:`hw.csr.RegisterFile`)."""
+    a, lb = params.addr_bits, eparams.local_bits + 1
+    return RegisterFile([
+        MODE, CTRL, STATUS,
+        Reg("arrivals_target", 32, "rw", "communication writes that must have completed in the "
+                                         "node since the start before `done`"),
+        Reg("prog_base", lb, "rw", "local beat of the first descriptor"),
+        Reg("prog_count", 16, "rw", "descriptors (WGs or steps)"),
+        Reg("cus", 5, "rw", "GEMM: WGs in flight (1 to `slots`)", reset=1),
+        Reg("read_beats", 16, "rw", "GEMM: input reads per WG"),
+        Reg("compute_cycles", 24, "rw", "GEMM: cycles from a WG's last input response to its "
+                                        "first store"),
+        Reg("a_base", a, "rw", "GEMM: first byte of the A read window"),
+        Reg("a_beats", 16, "rw", "GEMM: beats of the A read window"),
+        Reg("b_base", a, "rw", "GEMM: first byte of the B read window"),
+        Reg("b_beats", 16, "rw", "GEMM: beats of the B read window"),
+        Reg("c_base", a, "rw", "GEMM: byte address of C"),
+        Reg("remote_space", a, "rw", "stores at or above this byte address go to the node's "
+                                     "remote window and get no response; a remote WG's store "
+                                     "addresses are offset by it"),
+        Reg("partials", lb, "rw", "GEMM: local beat of the partials' first beat"),
+        Reg("wfs", 4, "rw", "GEMM: WF tiles per WG (1 to 8)", reset=1),
+        Reg("seg_beats", 8, "rw", "GEMM: beats of one column segment of a tile", reset=1),
+        Reg("tile_cols", 8, "rw", "GEMM: columns of a tile", reset=1),
+        Reg("col_beats", 24, "rw", "GEMM: beats between two columns of C (M x elem / beat)"),
+        Reg("cycles", 32, "ro", "cycles from the start to `done`"),
+        Reg("first_stage", 32, "ro", "GEMM: cycles from the start to the end of the first "
+                                     "`cus` WGs"),
+        Reg("requests", 32, "ro", "requests issued on `compute`"),
+        Reg("reads", 32, "ro", "READs issued"),
+        Reg("stores", 32, "ro", "STOREs and UPDATEs issued"),
+        Reg("responses", 32, "ro", "responses taken"),
+        Reg("arrivals", 32, "ro", "communication writes completed since the start"),
+    ])

@@ -1,0 +1,235 @@
+"""Golden model of the GPU-side traffic engine, and the programs the workload generator writes.
+
+* Programs: :func:`gemm_program` (one WG descriptor per workgroup of a GPU's schedule, with
+  T3's flags, and the GEMM registers of the CU throughput model), :func:`rs_steps` (the
+  baseline's reduce-scatter on the CUs), :func:`ag_steps` (the all-gather), :func:`read_steps`
+  (reading results back into the local memory).  :func:`pack_wg` and :func:`pack_step` give
+  the beats the engine reads.
+* The model: :func:`gemm_requests` gives, for every workgroup, the requests the engine must
+  issue for it, in order (reads, then the stores of its tiles with the partials as data);
+  :func:`run_steps` executes a step program on a memory image and gives the requests in
+  order.  Tests compare the engine with them request by request, per stream (the interleaving
+  of several WGs' bursts depends on the memory's timing; the order within a WG does not).
+"""
+
+import dataclasses
+
+import numpy as np
+
+from hw.interfaces import ElemType, Op, Packer
+from nmc.model import alu_reference
+from .config import MAX_WFS, Z_CAPTURE, Z_STORE, Kernel, step_layout, wg_layout
+
+
+__all__ = ["WGDesc", "Step", "GemmProgram", "gemm_program", "rs_steps", "ag_steps",
+           "read_steps", "pack_wg", "pack_step", "gemm_requests", "run_steps"]
+
+
+@dataclasses.dataclass(frozen=True)
+class WGDesc:
+    """One workgroup: ``wg_id``, flags and the ``C`` beat offsets of its WF tiles."""
+    wg_id: int
+    tiles: tuple
+    remote: bool = False
+    update: bool = False
+    tracked: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One vector step (see :mod:`system.engine.config`)."""
+    n: int
+    x: int
+    z: int
+    y: int = None
+    wait_arrivals: int = 0
+    z_kind: int = Z_STORE
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmProgram:
+    """A GPU's GEMM: the WG descriptors in launch order and the engine's GEMM registers."""
+    wgs: list
+    registers: dict
+
+
+def pack_wg(params, desc: WGDesc):
+    layout = wg_layout(params)
+    if not 1 <= len(desc.tiles) <= MAX_WFS:
+        raise ValueError(f"a WG has 1 to {MAX_WFS} tiles, not {len(desc.tiles)}")
+    tiles = sum(t << (24 * i) for i, t in enumerate(desc.tiles))
+    fields = {"wg_id": desc.wg_id, "remote": int(desc.remote), "update": int(desc.update),
+              "tracked": int(desc.tracked)}
+    word = Packer(data_fields(layout, "tiles")).pack(fields)
+    return word | tiles << layout["tiles"].offset
+
+
+def data_fields(layout, skip):
+    """A copy of ``layout`` without field ``skip`` (for packing the scalar fields)."""
+    from amaranth.lib import data
+    return data.FlexibleLayout(layout.size, {name: data.Field(field.shape, field.offset)
+                                             for name, field in layout if name != skip})
+
+
+def pack_step(params, step: Step):
+    return Packer(step_layout(params)).pack({
+        "wait_arrivals": step.wait_arrivals, "n": step.n, "x": step.x,
+        "y": step.y or 0, "has_y": int(step.y is not None), "z": step.z,
+        "z_kind": step.z_kind})
+
+
+def gemm_program(wl, g, layout, mode, remote_space, free=False):
+    """GPU ``g``'s GEMM as :class:`sim.system.kernels.GemmKernel` runs it: ``mode`` ``"t3"``
+    (step-1 tiles as remote updates, steps 2..G-1 tracked updates, its own chunk an untracked
+    update) or ``"sequential"`` (plain stores); ``layout`` the buffers
+    (:func:`sim.system.configure.allocate`); ``free``: no reads, no compute time."""
+    s, p = wl.spec, wl.params
+    e, beat = s.elem_bytes, p.beat_bytes
+    gpus = wl.gpus
+    wgs = []
+    for wg in wl.schedule[g]:
+        if mode == "t3":
+            remote = wg.step == 1
+            tracked = (2 <= gpus - 1) if remote else (2 <= wg.step <= gpus - 1)
+            update = True
+        else:
+            remote = tracked = update = False
+        tiles = tuple((c0 * s.m + r0) * e // beat for r0, c0 in wg.tiles)
+        wgs.append(WGDesc(wg.wg_id, tiles, remote, update, tracked))
+    a, b = layout["A"], layout["B"]
+    registers = {
+        "cus": s.cus, "read_beats": 0 if free else wl.wg_read_beats(),
+        "compute_cycles": 0 if free else wl.wg_compute_cycles(),
+        "a_base": a.base, "a_beats": a.size // beat, "b_base": b.base, "b_beats": b.size // beat,
+        "c_base": layout["C"].base, "remote_space": remote_space, "wfs": s.wfs_per_wg,
+        "seg_beats": s.tile_rows * e // beat, "tile_cols": s.tile_cols,
+        "col_beats": s.m * e // beat,
+    }
+    return GemmProgram(wgs, registers)
+
+
+def rs_steps(wl, g, layout, remote_space):
+    """The baseline's reduce-scatter on GPU ``g``'s CUs (:class:`sim.system.kernels.RSKernel`):
+    step ``j`` = 1..G reads its partial of chunk ``g + j`` (and from ``j = 2`` the sum received
+    in slot ``j - 1``), and stores the sum into GPU ``g - 1``'s slot ``j`` through the remote
+    window, the last one into its own chunk; step ``j`` waits for ``(j - 1)`` chunks."""
+    beat = wl.params.beat_bytes
+    cb = layout["chunk_beats"]
+    chunk_bytes = cb * beat
+    c, recv = layout["C"], layout["R"]
+    gpus = wl.gpus
+    steps = []
+    for j in range(1, gpus + 1):
+        chunk = (g + j) % gpus
+        x = c.base + chunk * chunk_bytes
+        y = recv.base + (j - 2) * chunk_bytes if j >= 2 else None
+        z = remote_space + recv.base + (j - 1) * chunk_bytes if j < gpus else x
+        steps.append(Step(cb, x, z, y, wait_arrivals=(j - 1) * cb if j >= 2 else 0))
+    return steps
+
+
+def ag_steps(wl, g, layout, remote_space):
+    """The all-gather on GPU ``g``'s CUs (:class:`sim.system.kernels.AGKernel`): step ``j`` =
+    1..G-1 copies chunk ``g + j - 1`` into GPU ``g - 1``'s output through the remote window,
+    once ``j - 1`` chunks have arrived."""
+    beat = wl.params.beat_bytes
+    cb = layout["chunk_beats"]
+    c = layout["C"]
+    steps = []
+    for j in range(1, wl.gpus):
+        x = c.base + ((g + j - 1) % wl.gpus) * cb * beat
+        steps.append(Step(cb, x, remote_space + x, wait_arrivals=(j - 1) * cb))
+    return steps
+
+
+def read_steps(base, beats, local, max_n, beat_bytes=32):
+    """Read ``beats`` beats from byte ``base`` into local beats ``local`` onwards, in steps of
+    at most ``max_n``."""
+    steps, done = [], 0
+    while done < beats:
+        n = min(max_n, beats - done)
+        steps.append(Step(n, base + done * beat_bytes, local + done, z_kind=Z_CAPTURE))
+        done += n
+    return steps
+
+
+def _request(**fields):
+    out = {"addr": 0, "data": 0, "mask": 0, "op": 0, "stream": 0, "source": 0, "wg_id": 0,
+           "wf_id": 0, "tracked": 0, "etype": 0, "tag": 0}
+    out.update(fields)
+    return out
+
+
+def gemm_requests(params, program: GemmProgram, partials, etype):
+    """``{wg_id: [request, ...]}``: each WG's reads (the cursor over ``A`` then ``B`` is
+    shared by the GPU's WGs in launch order) and then its stores (every beat of every tile,
+    column by column; data = ``partials[offset]``, the partial output's beats)."""
+    reg = program.registers
+    beat_bytes = params.beat_bytes
+    full = (1 << beat_bytes) - 1
+    span = reg["a_beats"] + reg["b_beats"]
+    cursor = 0
+    out = {}
+    for desc in program.wgs:
+        reqs = []
+        for _ in range(reg["read_beats"]):
+            k = cursor
+            cursor = (cursor + 1) % span
+            addr = reg["a_base"] + k * beat_bytes if k < reg["a_beats"] else \
+                reg["b_base"] + (k - reg["a_beats"]) * beat_bytes
+            reqs.append(_request(addr=addr, op=Op.READ.value, mask=full, wg_id=desc.wg_id,
+                                 etype=etype))
+        op = Op.UPDATE if desc.update else Op.STORE
+        for wf, start in enumerate(desc.tiles):
+            for col in range(reg["tile_cols"]):
+                for k in range(reg["seg_beats"]):
+                    o = start + col * reg["col_beats"] + k
+                    addr = reg["c_base"] + o * beat_bytes + \
+                        (reg["remote_space"] if desc.remote else 0)
+                    reqs.append(_request(addr=addr, data=partials[o], mask=full, op=op.value,
+                                         wg_id=desc.wg_id, wf_id=wf,
+                                         tracked=int(desc.tracked), etype=etype))
+        out[desc.wg_id] = reqs
+    return out
+
+
+def run_steps(params, steps, memory, etype, remote_space):
+    """Execute ``steps`` on ``memory`` (``{byte address: beat value}``; a store below
+    ``remote_space`` writes it) and return ``(requests, captures)``: the requests in order and
+    ``{local beat: value}`` captured."""
+    beat_bytes = params.beat_bytes
+    full = (1 << beat_bytes) - 1
+    requests, captures = [], {}
+    for step in steps:
+        xs = [memory.get(step.x + i * beat_bytes, 0) for i in range(step.n)]
+        requests += [_request(addr=step.x + i * beat_bytes, op=Op.READ.value, mask=full,
+                              etype=etype) for i in range(step.n)]
+        if step.y is not None:
+            ys = [memory.get(step.y + i * beat_bytes, 0) for i in range(step.n)]
+            requests += [_request(addr=step.y + i * beat_bytes, op=Op.READ.value, mask=full,
+                                  etype=etype) for i in range(step.n)]
+            results = [alu_reference(params, x, y, full, Op.UPDATE, ElemType(etype))[0]
+                       for x, y in zip(xs, ys)]
+        else:
+            results = xs
+        for i, value in enumerate(results):
+            if step.z_kind == Z_CAPTURE:
+                captures[step.z + i] = value
+                continue
+            addr = step.z + i * beat_bytes
+            requests.append(_request(addr=addr, data=value, mask=full, op=Op.STORE.value,
+                                     etype=etype))
+            if addr < remote_space:
+                memory[addr] = value
+    return requests, captures
+
+
+#: The kernels of the engine, for the register ``mode.kernel``.
+KERNELS = {"gemm": Kernel.GEMM, "steps": Kernel.STEPS}
+
+
+def partial_beats(partial, beat_bytes=32):
+    """The beats of a column-major partial output (``M x N`` array) as integers."""
+    raw = np.asfortranarray(partial).tobytes(order="F")
+    return [int.from_bytes(raw[i:i + beat_bytes], "little") for i in range(0, len(raw),
+                                                                           beat_bytes)]

@@ -1,0 +1,193 @@
+"""The GPU-side traffic engine under Amaranth's simulator, request by request against its
+golden model: GEMM programs (T3's flags, sequential stores, the isolated RS's free GEMM) and
+step programs (reduce-scatter adds, copies, captures), under backpressure."""
+
+import numpy as np
+import pytest
+
+from hw.interfaces import ElemType
+from hw.params import T3Params
+from sim.blocks.engine.env import EngineEnv, simulate_engine
+from sim.system.configure import allocate
+from sim.system.driver import REMOTE_SPACE, Driver
+from sim.system.run import system_params
+from sim.system.workload import GemmSpec, Workload
+from system.engine.config import EngineParams, Kernel, STATUS, Z_CAPTURE
+from system.engine.model import (Step, gemm_program, gemm_requests, pack_step, pack_wg,
+                                 partial_beats, run_steps)
+from system.engine.rtl import CUEngine
+
+
+P = T3Params()
+EP = EngineParams(local_beats=256, slots=4, buffer_beats=32, pending=64)
+PROG = 1 << EP.local_bits           # the bulk port's program-memory half
+
+
+def _gemm_case(mode, gpus=2, g=1, free=False, cus=2):
+    spec = GemmSpec(m=32, n=32 * gpus, k=32, wfs_per_wg=2, cus=cus)
+    wl = Workload(spec, gpus, P)
+    _, nparams = system_params()
+    layout = allocate(Driver(P, nparams, gpus), wl)
+    program = gemm_program(wl, g, layout, mode, REMOTE_SPACE, free=free)
+    partials = partial_beats(wl.partials[g], P.beat_bytes)
+    return wl, layout, program, partials
+
+
+def _run_gemm(program, partials, etype, mca=False, ready_p=0.7, seed=1, latency=5):
+    dut = CUEngine(P, EP)
+    regs = [("mode", dut.regs["mode"].encode(kernel=Kernel.GEMM, etype=etype, mca=int(mca))),
+            ("prog_base", 0), ("prog_count", len(program.wgs)), ("partials", 0),
+            *program.registers.items()]
+    load = [(PROG + i, pack_wg(P, d)) for i, d in enumerate(program.wgs)]
+    load += list(enumerate(partials))
+    memory = {program.registers["a_base"] + 32 * i: i for i in range(64)}
+    env = EngineEnv(P, memory, REMOTE_SPACE, latency=latency, ready_p=ready_p, seed=seed)
+    cycles, stats, _, strobes = simulate_engine(dut, env, regs, load)
+    return env, stats, strobes
+
+
+@pytest.mark.parametrize("mode, free", [("t3", False), ("sequential", False), ("t3", True)])
+def test_gemm_requests_match_the_model(mode, free):
+    wl, layout, program, partials = _gemm_case(mode, free=free)
+    etype = ElemType.FP16.value
+    env, stats, strobes = _run_gemm(program, partials, etype)
+    want = gemm_requests(P, program, partials, etype)
+    got = {}
+    for _, req in env.requests:
+        got.setdefault(req["wg_id"], []).append(req)
+    assert sorted(got) == sorted(want)
+    for wg_id, reqs in want.items():
+        assert len(got[wg_id]) == len(reqs), f"WG {wg_id}"
+        for i, (g_req, w_req) in enumerate(zip(got[wg_id], reqs)):
+            assert g_req == w_req, f"WG {wg_id} request {i}: {g_req} != {w_req}"
+    n = sum(len(r) for r in want.values())
+    reads = sum(1 for r in want.values() for q in r if q["op"] == 0)
+    assert stats["requests"] == n and stats["reads"] == reads and stats["stores"] == n - reads
+    assert stats["status"] == STATUS.encode(done=1)
+    # a remote store gets no response; every other request does
+    assert stats["responses"] == n - len(env.remote)
+    assert all(q["addr"] >= REMOTE_SPACE for q in env.remote)
+    assert strobes == {"calib_start": [], "calib_end": [], "drain": []}
+
+
+def test_gemm_keeps_cus_wgs_in_flight_and_strobes_the_arbiter():
+    """With ``mca`` the calibration window opens at the start and closes when the first ``cus``
+    WGs have finished (``first_stage``), the drain comes with the last WG; at most ``cus`` WGs
+    have requests between their first read and their last store."""
+    _, _, program, partials = _gemm_case("t3", cus=2)
+    env, stats, strobes = _run_gemm(program, partials, ElemType.FP16.value, mca=True)
+    # registered strobes: the cycle after the start, after the first stage, after the last WG
+    assert strobes["calib_start"] == [1]
+    assert len(strobes["calib_end"]) == 1 and len(strobes["drain"]) == 1
+    assert strobes["calib_end"][0] == stats["first_stage"] + 1
+    assert strobes["calib_end"][0] < strobes["drain"][0] <= stats["cycles"] + 1
+    spans = {}
+    for cycle, req in env.requests:
+        first, _ = spans.get(req["wg_id"], (cycle, cycle))
+        spans[req["wg_id"]] = (first, cycle)
+    for cycle in range(0, stats["cycles"]):
+        live = sum(1 for a, b in spans.values() if a <= cycle <= b)
+        assert live <= 2, f"{live} WGs in flight at cycle {cycle}"
+
+
+def _beats(rng, n, dtype):
+    values = rng.standard_normal(n * 32 // np.dtype(dtype).itemsize).astype(dtype)
+    raw = values.tobytes()
+    return [int.from_bytes(raw[i:i + 32], "little") for i in range(0, len(raw), 32)]
+
+
+@pytest.mark.parametrize("etype, dtype", [(ElemType.FP16, np.float16),
+                                          (ElemType.FP32, np.float32)])
+def test_steps_match_the_model(etype, dtype):
+    """A reduce-scatter-like program: an add stored remotely (waiting for arrivals), an add
+    stored locally, a copy, and a capture of the local result into the engine's memory."""
+    rng = np.random.default_rng(3)
+    n = 12
+    x, y, z = 0x1000, 0x2000, 0x3000
+    memory = {}
+    for base in (x, y):
+        for i, v in enumerate(_beats(rng, n, dtype)):
+            memory[base + 32 * i] = v
+    steps = [Step(n, x, REMOTE_SPACE + 0x400, y),
+             Step(n, y, z, x, wait_arrivals=5),
+             Step(n, z, REMOTE_SPACE + 0x800),
+             Step(n, z, 40, z_kind=Z_CAPTURE)]
+    want, captures = run_steps(P, steps, dict(memory), etype.value, REMOTE_SPACE)
+    dut = CUEngine(P, EP)
+    regs = [("mode", dut.regs["mode"].encode(kernel=Kernel.STEPS, etype=etype.value)),
+            ("prog_base", 3), ("prog_count", len(steps)), ("remote_space", REMOTE_SPACE)]
+    load = [(PROG + 3 + i, pack_step(P, s)) for i, s in enumerate(steps)]
+    arrivals = range(200, 205)
+    env = EngineEnv(P, memory, REMOTE_SPACE, ready_p=0.6, seed=4, arrivals=arrivals)
+    cycles, stats, beats, _ = simulate_engine(dut, env, regs, load,
+                                              read_back=range(40, 40 + n))
+    got = [req for _, req in env.requests]
+    assert len(got) == len(want)
+    for i, (g_req, w_req) in enumerate(zip(got, want)):
+        assert g_req == w_req, f"request {i}: {g_req} != {w_req}"
+    assert beats == captures
+    # the second step (from request 3n: n x reads, n y reads, n stores before it) waited for
+    # the five arrivals
+    assert env.requests[3 * n][0] > max(arrivals) >= env.requests[3 * n - 1][0]
+    assert stats["arrivals"] == 5 and stats["status"] == STATUS.encode(done=1)
+
+
+def test_a_bad_step_is_skipped_and_latched():
+    dut = CUEngine(P, EP)
+    steps = [Step(EP.buffer_beats + 1, 0x1000, 0x2000), Step(1, 0x1000, 0x2000)]
+    regs = [("mode", dut.regs["mode"].encode(kernel=Kernel.STEPS)), ("prog_base", 0),
+            ("prog_count", 2), ("remote_space", REMOTE_SPACE)]
+    load = [(PROG + i, pack_step(P, s)) for i, s in enumerate(steps)]
+    env = EngineEnv(P, {0x1000: 7}, REMOTE_SPACE)
+    _, stats, _, _ = simulate_engine(dut, env, regs, load)
+    assert [req["addr"] for _, req in env.requests] == [0x1000, 0x2000]
+    assert env.memory[0x2000] == 7
+    assert stats["status"] == STATUS.encode(bad_step=1, done=1)
+
+
+# --- the exported Verilog under cocotb ------------------------------------------------------------
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("program", ["gemm", "steps"])
+def test_engine_cocotb_matches_the_model(program, sim, tmp_path):
+    """The same comparisons on the exported Verilog (Verilator and Icarus)."""
+    from sim.harness.runner import run_for_result
+    import sim.blocks.engine.cocotb_tests as tb
+    etype = ElemType.FP16.value
+    mode = CUEngine(P, EP).regs["mode"]
+    if program == "gemm":
+        _, _, prog, partials = _gemm_case("t3")
+        registers = [("mode", mode.encode(kernel=Kernel.GEMM, etype=etype)), ("prog_base", 0),
+                     ("prog_count", len(prog.wgs)), ("partials", 0), *prog.registers.items()]
+        load = [(PROG + i, pack_wg(P, d)) for i, d in enumerate(prog.wgs)]
+        load += list(enumerate(partials))
+        memory, read_back = {}, []
+    else:
+        rng = np.random.default_rng(5)
+        memory = {0x1000 + 32 * i: v for i, v in enumerate(_beats(rng, 8, np.float16))}
+        memory.update({0x2000 + 32 * i: v for i, v in enumerate(_beats(rng, 8, np.float16))})
+        steps = [Step(8, 0x1000, 0x3000, 0x2000), Step(8, 0x3000, REMOTE_SPACE + 0x100),
+                 Step(8, 0x3000, 16, z_kind=Z_CAPTURE)]
+        registers = [("mode", mode.encode(kernel=Kernel.STEPS, etype=etype)), ("prog_base", 0),
+                     ("prog_count", len(steps)), ("remote_space", REMOTE_SPACE)]
+        load = [(PROG + i, pack_step(P, s)) for i, s in enumerate(steps)]
+        read_back = list(range(16, 24))
+    config = {"params": P.to_dict(), "eparams": EP.to_dict(), "registers": registers,
+              "load": load, "read_back": read_back,
+              "env": {"memory": list(memory.items()), "remote_space": REMOTE_SPACE,
+                      "ready_p": 0.7, "seed": 2}}
+    result = run_for_result(CUEngine(P, EP), "t3_engine", tb.__name__, "run_program", config,
+                            sim, tmp_path)
+    got = [req for _, req in result["requests"]]
+    if program == "gemm":
+        want = gemm_requests(P, prog, partials, etype)
+        per_wg = {}
+        for req in got:
+            per_wg.setdefault(req["wg_id"], []).append(req)
+        assert per_wg == want
+    else:
+        want, captures = run_steps(P, steps, dict(memory), etype, REMOTE_SPACE)
+        assert got == want
+        assert {int(k): v for k, v in result["beats"].items()} == captures
+    assert result["regs"]["status"] == STATUS.encode(done=1)
+    assert result["regs"]["requests"] == len(got)
