@@ -13,7 +13,8 @@ from amaranth.lib.wiring import In, Out
 from .csr import CSR_DATA_BITS, csr_signature
 
 
-__all__ = ["axil_signature", "AXILiteToCSR", "CSRDecoder", "OKAY", "SLVERR"]
+__all__ = ["axil_signature", "AXILiteToCSR", "AXILiteInputSlice", "CSRDecoder", "OKAY",
+           "SLVERR"]
 
 
 OKAY, SLVERR = 0b00, 0b10
@@ -144,4 +145,42 @@ class CSRDecoder(wiring.Component):
                 m.d.sync += last_in.eq(1)
             with m.If(last_in & (last == index)):
                 m.d.comb += bus.r_data.eq(port.r_data)
+        return m
+
+
+class AXILiteInputSlice(wiring.Component):
+    """Registers the host's request channels (AW, W, AR) of an AXI4-Lite port: each holds one
+    request in a register and takes the next when it has passed it on (``*ready`` is "the
+    register is empty", itself a register).  The response channels (B, R) and ``bready``,
+    ``rready`` pass through.  Every request takes one cycle longer and a channel takes one
+    request every other cycle, which a configuration port does not notice; in return no logic
+    behind it depends combinationally on the request inputs (a simulator re-evaluates such
+    logic whenever an input may have changed).
+
+    Ports: ``i`` (``In(axil_signature)``, from the host), ``o`` (``Out``, to the slave).
+    """
+
+    def __init__(self, addr_bits):
+        self.addr_bits = addr_bits
+        super().__init__({"i": In(axil_signature(addr_bits)),
+                          "o": Out(axil_signature(addr_bits))})
+
+    def elaborate(self, platform):
+        m = Module()
+        i, o = self.i, self.o
+        for valid, ready, fields in (("awvalid", "awready", ("awaddr", "awprot")),
+                                     ("wvalid", "wready", ("wdata", "wstrb")),
+                                     ("arvalid", "arready", ("araddr", "arprot"))):
+            full = Signal(name=f"{valid[:2]}_full")
+            m.d.comb += [getattr(i, ready).eq(~full), getattr(o, valid).eq(full)]
+            with m.If(getattr(o, valid) & getattr(o, ready)):
+                m.d.sync += full.eq(0)
+            with m.If(getattr(i, valid) & ~full):
+                m.d.sync += full.eq(1)
+                m.d.sync += [getattr(o, f).eq(getattr(i, f)) for f in fields]
+        m.d.comb += [
+            i.bresp.eq(o.bresp), i.bvalid.eq(o.bvalid), o.bready.eq(i.bready),
+            i.rdata.eq(o.rdata), i.rresp.eq(o.rresp), i.rvalid.eq(o.rvalid),
+            o.rready.eq(i.rready),
+        ]
         return m

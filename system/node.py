@@ -27,7 +27,7 @@ from nmc.rtl import NMCUnit
 from tracker.config import TrackerParams
 from tracker.rtl import Tracker
 from hw.axil import AXILiteToCSR, CSRDecoder, axil_signature
-from hw.csr import Field, Reg, RegisterFile, count
+from hw.csr import Field, Reg, RegisterFile, count, csr_signature
 from hw.interfaces import Op, Stream, link_signature, request_signature, response_signature
 from hw.params import T3Params, check_int
 
@@ -37,8 +37,9 @@ __all__ = ["NodeParams", "GPUNode", "node_registers", "block_registers", "BLOCK_
 
 
 #: Blocks of the configuration space, in address order; block ``k`` starts at byte
-#: ``k << (WINDOW_BITS + 2)``.
-BLOCK_ORDER = ("node", "tracker", "arbiter", "nmc", "dma")
+#: ``k << (WINDOW_BITS + 2)``.  ``gpu`` is the GPU side's window, outside the node (the
+#: traffic engine of a simulation top, :mod:`system.gpu`): the node's ``ext`` port.
+BLOCK_ORDER = ("node", "tracker", "arbiter", "nmc", "dma", "gpu")
 
 #: Word-address bits of each block's window (256 registers).
 WINDOW_BITS = 8
@@ -137,9 +138,16 @@ class GPUNode(wiring.Component):
     cfg : In(axil_signature(...))
         AXI4-Lite configuration: block ``k`` of :data:`BLOCK_ORDER` at byte ``k * 1024``; the
         map is in ``docs/system.md`` (:func:`system.node.register_address`).
+    ext : Out(csr_signature(ext_addr_bits))
+        The register bus of the ``gpu`` window (its first ``2 ** ext_addr_bits`` words), for
+        the GPU side; reads as zero when nothing is connected.
+    arb_drain, arb_calib_start, arb_calib_end : In(1)
+        Kernel-boundary strobes from the GPU side, OR-ed with the ``ctrl`` register's: the
+        producer kernel ended; the calibration window starts; it ends.
     """
 
-    def __init__(self, params: T3Params, nparams: NodeParams = NodeParams()):
+    def __init__(self, params: T3Params, nparams: NodeParams = NodeParams(),
+                 ext_addr_bits=WINDOW_BITS):
         self.params, self.nparams = params, nparams
         self.tracker = Tracker(params, nparams.tracker)
         self.arbiter = MCArbiter(params, nparams.arbiter)
@@ -149,8 +157,9 @@ class GPUNode(wiring.Component):
         self.block_regs = {"node": self.regs, "tracker": self.tracker.regs,
                            "arbiter": self.arbiter.regs, "nmc": self.nmc.regs,
                            "dma": self.dma.regs}
-        self.decoder = CSRDecoder(WINDOW_BITS, [(name, self.block_regs[name].addr_bits)
-                                                for name in BLOCK_ORDER])
+        self.decoder = CSRDecoder(WINDOW_BITS, [
+            (name, self.block_regs[name].addr_bits if name in self.block_regs else ext_addr_bits)
+            for name in BLOCK_ORDER])
         self.cfg_addr_bits = self.decoder.addr_bits + 2
         super().__init__({
             "compute":   In(request_signature(params)),
@@ -159,6 +168,10 @@ class GPUNode(wiring.Component):
             "tx":        Out(link_signature(params)),
             "rx":        In(link_signature(params)),
             "cfg":       In(axil_signature(self.cfg_addr_bits)),
+            "ext":       Out(csr_signature(ext_addr_bits)),
+            "arb_drain": In(1),
+            "arb_calib_start": In(1),
+            "arb_calib_end": In(1),
         })
 
     def elaborate(self, platform):
@@ -173,6 +186,7 @@ class GPUNode(wiring.Component):
         # --- configuration -------------------------------------------------------------------
         connect(m, wiring.flipped(self.cfg), axil.axil)
         connect(m, axil.csr, decoder.bus)
+        connect(m, decoder.gpu, wiring.flipped(self.ext))
         for name, block in (("tracker", tracker), ("arbiter", arbiter), ("nmc", nmc),
                             ("dma", dma)):
             connect(m, getattr(decoder, name), block.csr)
@@ -182,9 +196,10 @@ class GPUNode(wiring.Component):
         node_csr = wiring.flipped(decoder.node)
         regs.elaborate(m, node_csr, {"info": {"blocks": len(BLOCK_ORDER),
                                               "window_bits": WINDOW_BITS}, **cnt})
-        m.d.comb += [arbiter.drain.eq(regs.command("ctrl", "drain")),
-                     arbiter.calib_start.eq(regs.command("ctrl", "calib_start")),
-                     arbiter.calib_end.eq(regs.command("ctrl", "calib_end"))]
+        m.d.comb += [
+            arbiter.drain.eq(regs.command("ctrl", "drain") | self.arb_drain),
+            arbiter.calib_start.eq(regs.command("ctrl", "calib_start") | self.arb_calib_start),
+            arbiter.calib_end.eq(regs.command("ctrl", "calib_end") | self.arb_calib_end)]
         count(m, cnt["cycles"], 1, 0)
 
         # --- compute port: remote window or the local memory controller ----------------------

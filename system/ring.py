@@ -1,12 +1,14 @@
 """N GPU nodes in a ring, joined by link models (``docs/design.md`` section 3: GPU ``g`` sends to GPU
 ``g - 1 mod N``).  Wiring and nothing else."""
 
-from amaranth import Module
+from amaranth import Cat, ClockDomain, ClockSignal, Instance, Module, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect
 
 from hw.axil import axil_signature
 from hw.interfaces import request_signature, response_signature
+from system.engine.rtl import load_signature
+from system.gpu import GPU
 from system.link import LinkModel, check_link
 from system.node import GPUNode, NodeParams
 from hw.params import T3Params, check_int
@@ -14,6 +16,9 @@ from hw.params import T3Params, check_int
 
 __all__ = ["Ring", "check_ring", "MAX_GPUS"]
 
+
+#: The Verilog module name of a GPU (node and engine) in a ring with engines.
+GPU_MODULE = "t3_gpu"
 
 #: The largest ring the system builds.
 MAX_GPUS = 16
@@ -29,40 +34,96 @@ def check_ring(nparams: NodeParams, gpus, latency, num, den):
 
 
 class Ring(wiring.Component):
-    """``gpus`` :class:`system.node.GPUNode`\\ s; the link from GPU ``g`` to GPU ``g - 1`` is a
+    """``gpus`` GPUs in a ring; the link from GPU ``g`` to GPU ``g - 1`` is a
     :class:`system.link.LinkModel` of ``latency`` cycles and ``num / den`` beats per cycle.
+
+    Without ``engines`` each GPU is a bare :class:`system.node.GPUNode` whose compute port is
+    the testbench's.  With ``engines`` (an :class:`system.engine.config.EngineParams`) each GPU
+    is a :class:`system.gpu.GPU`: the node and a traffic engine for its compute units, every
+    input registered; the testbench only configures, loads, starts and waits.
 
     Ports (for each GPU ``g``)
     --------------------------
-    ``gpu<g>_compute``, ``gpu<g>_resp``, ``gpu<g>_comm_done``, ``gpu<g>_cfg``: the node's
-    ``compute``, ``resp``, ``comm_done`` and ``cfg`` ports.
+    ``gpu<g>_cfg``: the node's AXI4-Lite ``cfg`` port.  Without engines also
+    ``gpu<g>_compute``, ``gpu<g>_resp``, ``gpu<g>_comm_done`` (the node's ports); with engines
+    ``gpu<g>_load`` (the engine's bulk port), and for the ring ``start`` (In: starts every
+    engine in the same cycle), ``done`` (Out: every engine is done), ``clk`` and ``rst``
+    (synchronous, registered: it takes effect, and ends, one cycle after the port's).
     """
 
     def __init__(self, params: T3Params, nparams: NodeParams = NodeParams(), gpus=4,
-                 latency=8, num=1, den=4):
+                 latency=8, num=1, den=4, engines=None):
         check_ring(nparams, gpus, latency, num, den)
         self.params, self.nparams, self.gpus = params, nparams, gpus
         self.latency, self.num, self.den = latency, num, den
-        self.nodes = [GPUNode(params, nparams) for _ in range(gpus)]
+        self.engines = engines
+        if engines is None:
+            self.nodes = [GPUNode(params, nparams) for _ in range(gpus)]
+            self.instanced_modules = {}
+        else:
+            # every GPU is the same module, exported once and instantiated ``gpus`` times: the
+            # Verilog (and its export time) does not grow with the ring
+            gpu = GPU(params, nparams, engines)
+            self.instanced_modules = {GPU_MODULE: gpu}
+            self.nodes = [gpu.signature.create(path=(f"gpu{g}",)) for g in range(gpus)]
+            for node in self.nodes:
+                node.cfg_addr_bits = gpu.cfg_addr_bits
         self.links = [LinkModel(params, latency, num, den) for _ in range(gpus)]
         members = {}
         for g, node in enumerate(self.nodes):
-            members[f"gpu{g}_compute"] = In(request_signature(params))
-            members[f"gpu{g}_resp"] = Out(response_signature(params))
-            members[f"gpu{g}_comm_done"] = Out(1)
             members[f"gpu{g}_cfg"] = In(axil_signature(node.cfg_addr_bits))
+            if engines is None:
+                members[f"gpu{g}_compute"] = In(request_signature(params))
+                members[f"gpu{g}_resp"] = Out(response_signature(params))
+                members[f"gpu{g}_comm_done"] = Out(1)
+            else:
+                members[f"gpu{g}_load"] = In(load_signature(params, engines))
+        if engines is not None:
+            members["start"] = In(1)
+            members["done"] = Out(1)
+            members["clk"] = In(1)
+            members["rst"] = In(1)
         super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
         n = self.gpus
+        if self.engines is not None:
+            # the clock domain with a registered reset: Amaranth's Verilog computes every
+            # register's next value with ``rst`` in it, so a reset straight from the port
+            # would put the whole ring in the logic a simulator re-evaluates whenever an
+            # input may have changed (Verilator's ``ico`` region); the reset takes effect
+            # one cycle later
+            m.domains.sync = sync = ClockDomain("sync")
+            m.domains.port = port = ClockDomain("port", reset_less=True)
+            rst = Signal(init=1)
+            m.d.comb += [sync.clk.eq(self.clk), port.clk.eq(self.clk), sync.rst.eq(rst)]
+            m.d.port += rst.eq(self.rst)
         for g, (node, link) in enumerate(zip(self.nodes, self.links)):
-            m.submodules[f"gpu{g}"] = node
+            if self.engines is None:
+                m.submodules[f"gpu{g}"] = node
+            else:
+                m.submodules[f"gpu{g}"] = self._instance(node)
             m.submodules[f"link{g}"] = link
-            connect(m, wiring.flipped(getattr(self, f"gpu{g}_compute")), node.compute)
-            connect(m, node.resp, wiring.flipped(getattr(self, f"gpu{g}_resp")))
             connect(m, wiring.flipped(getattr(self, f"gpu{g}_cfg")), node.cfg)
-            m.d.comb += getattr(self, f"gpu{g}_comm_done").eq(node.comm_done)
+            if self.engines is None:
+                connect(m, wiring.flipped(getattr(self, f"gpu{g}_compute")), node.compute)
+                connect(m, node.resp, wiring.flipped(getattr(self, f"gpu{g}_resp")))
+                m.d.comb += getattr(self, f"gpu{g}_comm_done").eq(node.comm_done)
+            else:
+                connect(m, wiring.flipped(getattr(self, f"gpu{g}_load")), node.load)
+                m.d.comb += node.start.eq(self.start)
             connect(m, node.tx, link.i)                       # GPU g sends ...
             connect(m, link.o, self.nodes[(g - 1) % n].rx)    # ... to GPU g - 1
+        if self.engines is not None:
+            m.d.comb += self.done.eq(Cat(node.done for node in self.nodes).all())
         return m
+
+    def _instance(self, ports):
+        """An ``Instance`` of :data:`GPU_MODULE` whose ports are the signals of ``ports`` (an
+        interface of :class:`system.gpu.GPU`'s signature)."""
+        args = {"i_clk": ClockSignal("sync"), "i_rst": ResetSignal("sync")}
+        for path, member, value in ports.signature.flatten(ports):
+            name = "__".join(str(p) for p in path)
+            args[("i_" if member.flow == In else "o_") + name] = value
+        return Instance(GPU_MODULE, **args)

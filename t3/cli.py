@@ -122,6 +122,12 @@ def _node(args):
     return GPUNode(_params(args), node_params(args.memory_rows))
 
 
+def _gpu(args):
+    from sim.system.run import ENGINE_PARAMS, node_params
+    from system.gpu import GPU
+    return GPU(_params(args), node_params(args.memory_rows), ENGINE_PARAMS)
+
+
 def _ring_args(parser):
     _node_args(parser)
     g = parser.add_argument_group("ring")
@@ -130,6 +136,8 @@ def _ring_args(parser):
                    help="link latency in cycles (default: the scaled system's)")
     g.add_argument("--link-bw", default=None, metavar="NUM/DEN",
                    help="link beats per cycle as a fraction (default: the scaled system's 3/80)")
+    g.add_argument("--engines", action="store_true",
+                   help="the simulation top: every GPU with its traffic engine (t3 run's ring)")
 
 
 def _link_bw(text):
@@ -148,8 +156,10 @@ def _ring(args):
     from system.ring import Ring
     num, den = _link_bw(args.link_bw)
     latency = LINK_LATENCY if args.link_latency is None else args.link_latency
+    from sim.system.run import ENGINE_PARAMS
     return Ring(_params(args), node_params(args.memory_rows), gpus=args.gpus,
-                latency=latency, num=num, den=den)
+                latency=latency, num=num, den=den,
+                engines=ENGINE_PARAMS if args.engines else None)
 
 
 #: name -> (Verilog module name, argument adder, constructor from parsed arguments)
@@ -159,6 +169,7 @@ BLOCKS = {
     "nmc": ("t3_nmc", _nmc_args, _nmc),
     "dma": ("t3_dma", _dma_args, _dma),
     "node": ("t3_node", _node_args, _node),
+    "gpu": ("t3_gpu", _node_args, _gpu),
     "ring": ("t3_ring", _ring_args, _ring),
 }
 
@@ -370,7 +381,8 @@ def main(argv=None):
     compare.set_defaults(func=cmd_compare)
 
     bench = sub.add_parser("bench", help="print a block's figures")
-    bench.add_argument("block", choices=sorted(set(BLOCKS) - {"node", "ring"} | {"system"}))
+    bench.add_argument("block", choices=sorted(set(BLOCKS) - {"node", "gpu", "ring"} |
+                                               {"system"}))
     bench.add_argument("--sims", help="comma-separated simulators (default: all of the block's)")
     bench.add_argument("--no-synth", action="store_true",
                        help="skip the FPGA resource figures (Yosys synthesis, ~1 minute)")

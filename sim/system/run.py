@@ -1,12 +1,14 @@
 """Run one configuration of the system on a simulator (the ``t3 run`` and ``t3 compare``
 commands, ``t3 bench system`` and the system tests use this)."""
 
+import os
 import tempfile
 import threading
 from pathlib import Path
 
 from hw.params import T3Params, check_int
 from nmc.config import NMCParams
+from system.engine.config import EngineParams
 from system.node import NodeParams
 from system.ring import MAX_GPUS
 from sim.harness.runner import default_sim, design_key, run_for_result
@@ -14,6 +16,7 @@ from sim.system.workload import LINK_BANDWIDTH, SCALE, Workload
 
 
 __all__ = ["system_params", "node_params", "run_config", "check_config", "describe_scale",
+           "ring_build", "idle_rate", "ENGINE_PARAMS", "CXX_OPT",
            "LINK_LATENCY", "FORMATS", "MEMORY_ROWS"]
 
 
@@ -26,6 +29,15 @@ LINK_LATENCY = 64
 #: serves both).
 FORMATS = ("fp16", "fp32")
 
+
+#: The GPU-side engines of the system's simulation top: a local memory as large as the node's
+#: (partials and read-back), eight WGs in flight at most, steps of up to 512 beats.
+ENGINE_PARAMS = EngineParams(local_beats=4096, slots=8, buffer_beats=512, pending=256)
+
+#: The Verilator model's C++ optimisation for ring builds (``T3_CXX_OPT`` overrides it):
+#: ``-O0`` builds a 4-GPU ring in about 1.5 minutes and runs it at about 3,900 cycles/s;
+#: ``-O2`` takes about 3 minutes and runs it about 3 times faster (``docs/system.md``).
+CXX_OPT = os.environ.get("T3_CXX_OPT") or "-O0"
 
 #: HBM rows per bank of the system's nodes (128 KiB per GPU).
 MEMORY_ROWS = 8
@@ -71,13 +83,42 @@ def check_config(spec, gpus, config, params, nparams):
     map_ring_windows(driver, wl, "C")
 
 
+def ring_build(gpus, sim, *, memory_rows=MEMORY_ROWS, latency=LINK_LATENCY,
+               bandwidth=LINK_BANDWIDTH, engines=True):
+    """``(top name, make, cache key)`` of the ring a run uses (built once per key)."""
+    from system.ring import Ring
+    params, nparams = system_params(memory_rows)
+    eparams = ENGINE_PARAMS if engines is True else (engines or None)
+    key = design_key(Ring, params.to_dict(), nparams.to_dict(), gpus, latency, bandwidth,
+                     eparams.to_dict() if eparams else None)
+
+    def make():
+        return Ring(params, nparams, gpus=gpus, latency=latency, num=bandwidth[0],
+                    den=bandwidth[1], engines=eparams)
+    return f"t3_ring{gpus}" + ("e" if eparams else ""), make, key
+
+
+def idle_rate(gpus, *, sim=None, cycles=20_000, build_dir=None, **kwargs):
+    """Simulated cycles per second of the ring alone (engines idle, nothing driven): the
+    model's own speed, the limit of any run on it.  Returns the result dict of
+    :func:`sim.system.testbench.idle_ring`."""
+    import sim.system.testbench as tb
+    sim = sim or default_sim()
+    top, make, key = ring_build(gpus, sim, **kwargs)
+    build_dir = Path(build_dir or tempfile.mkdtemp(prefix="t3_idle_"))
+    return run_for_result(make, top, tb.__name__, "idle_ring", {"cycles": cycles}, sim,
+                          build_dir, cache_key=key, cxx_opt=CXX_OPT)
+
+
 def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=None,
                progress=None, memory_rows=MEMORY_ROWS, latency=LINK_LATENCY,
-               bandwidth=LINK_BANDWIDTH):
+               bandwidth=LINK_BANDWIDTH, engines=True, cxx_opt=None):
     """Run ``config`` on a ring of ``gpus``; returns the result dict of
     :func:`sim.system.testbench.run_system`.  ``progress(line)`` sees the testbench's progress
-    lines."""
-    from system.ring import Ring
+    lines.  ``engines``: the GPUs' traffic comes from the GPU-side engines in the ring's RTL
+    (``True``: :data:`ENGINE_PARAMS`; or an :class:`EngineParams`); ``False``: from the CU
+    kernels in Python, stepped every cycle (the reference, about 30 times slower).
+    ``cxx_opt``: the Verilator model's C++ optimisation (default :data:`CXX_OPT`)."""
     import sim.system.testbench as tb
     sim = sim or default_sim()
     params, nparams = system_params(memory_rows)
@@ -86,14 +127,13 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     build_dir.mkdir(parents=True, exist_ok=True)
     progress_file = build_dir / "progress.txt"
     progress_file.write_text("")
+    eparams = ENGINE_PARAMS if engines is True else (engines or None)
     config_json = {"params": params.to_dict(), "nparams": nparams.to_dict(), "gpus": gpus,
                    "spec": spec.__dict__, "config": config, "seed": seed,
-                   "progress": str(progress_file)}
-    key = design_key(Ring, params.to_dict(), nparams.to_dict(), gpus, latency, bandwidth)
-
-    def make():
-        return Ring(params, nparams, gpus=gpus, latency=latency, num=bandwidth[0],
-                    den=bandwidth[1])
+                   "progress": str(progress_file),
+                   "engines": eparams.to_dict() if eparams else None}
+    top, make, key = ring_build(gpus, sim, memory_rows=memory_rows, latency=latency,
+                                bandwidth=bandwidth, engines=eparams or False)
     stop = threading.Event()
 
     def follow():
@@ -108,9 +148,9 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
         watcher = threading.Thread(target=follow, daemon=True)
         watcher.start()
     try:
-        result = run_for_result(make, f"t3_ring{gpus}", tb.__name__, "run_system",
+        result = run_for_result(make, top, tb.__name__, "run_system",
                                 config_json, sim, build_dir, waves=bool(wave),
-                                cache_key=key, cxx_opt="-O0")
+                                cache_key=key, cxx_opt=cxx_opt or CXX_OPT)
     finally:
         stop.set()
         if watcher is not None:

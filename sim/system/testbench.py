@@ -16,6 +16,7 @@ import logging
 import time
 
 import cocotb
+import numpy as np
 
 from system.node import node_registers, register_address
 from sim.harness.agents import Bench
@@ -25,7 +26,11 @@ from sim.system.kernels import (AGKernel, ArrivalWatch, CheckKernel, GemmKernel,
                                 RSKernel)
 from sim.system.port import GPUPort
 from sim.system.results import COUNTERS, compare_chunk, dram_accesses, link_utilization
+from sim.system.driver import ETYPES, REMOTE_SPACE
 from sim.system.workload import LINK_BANDWIDTH, GemmSpec, Workload, ring_reference
+from system.engine.config import EngineParams
+from system.engine.model import (ag_steps, gemm_program, pack_step, pack_wg, partial_beats,
+                                 read_steps, rs_steps)
 
 
 __all__ = ["System", "run_system"]
@@ -35,10 +40,13 @@ __all__ = ["System", "run_system"]
 NODE_CTRL = node_registers()["ctrl"]
 
 
-class System:
-    """One configuration run on a ring DUT (the ``run_system`` cocotb test drives it)."""
+class RingHost:
+    """The host's side of one configuration run on a ring DUT: the driver, each node's
+    AXI4-Lite master, the counters read after each phase, and the results.  Subclasses run the
+    phases: :class:`System` with the CU kernels in Python, :class:`EngineSystem` with the
+    GPU-side traffic engines."""
 
-    def __init__(self, dut, params, nparams, wl, config, progress=None):
+    def __init__(self, dut, params, nparams, wl, config, progress=None, extra_regs=None):
         from cocotbext.axi import AxiLiteBus, AxiLiteMaster
         from system.node import block_registers
         from sim.system.driver import Driver
@@ -47,14 +55,11 @@ class System:
         self.dut, self.params, self.nparams, self.wl, self.config = \
             dut, params, nparams, wl, config
         self.gpus = wl.gpus
-        self.bench = Bench(dut)
-        self.runner = self.bench.add(KernelRunner())
-        self.ports = [self.bench.add(GPUPort(dut, g, params)) for g in range(self.gpus)]
         for g in range(self.gpus):      # cocotbext-axi logs every access at INFO otherwise
             logging.getLogger(f"cocotb.{dut._name}.gpu{g}_cfg_").setLevel(logging.WARNING)
         self.masters = [AxiLiteMaster(AxiLiteBus.from_prefix(dut, f"gpu{g}_cfg_"), dut.clk,
                                       dut.rst) for g in range(self.gpus)]
-        self.regs = block_registers(params, nparams)
+        self.regs = dict(block_registers(params, nparams), **(extra_regs or {}))
         self.driver = Driver(params, nparams, self.gpus)
         self.layout = allocate(self.driver, wl)
         self.phases = {}
@@ -85,6 +90,69 @@ class System:
         return [{f"{b}.{n}": await self.read(g, b, n) for b, n in COUNTERS}
                 for g in range(self.gpus)]
 
+    # --- results --------------------------------------------------------------------------------
+
+    def results(self):
+        ph = self.phases
+        sums = {name: {k: sum(d[k] for d in p["delta"]) for k in p["delta"][0]}
+                for name, p in ph.items()}
+
+        dram = dram_accesses(self.config, sums)
+        if self.config == "sequential":
+            cycles = {"gemm": ph["gemm"]["cycles"], "rs": ph["rs"]["cycles"]}
+            link_phase = "rs"
+        else:
+            cycles = {"gemm_rs": ph["gemm_rs"]["cycles"]}
+            link_phase = "gemm_rs"
+        cycles["ag"] = ph["ag"]["cycles"]
+        link_util = link_utilization(ph[link_phase], self.gpus, LINK_BANDWIDTH)
+        after = ph["check"]["after"]
+        return {
+            "config": self.config, "gpus": self.gpus, "workload": dict(
+                name=self.wl.spec.name, m=self.wl.spec.m, n=self.wl.spec.n, k=self.wl.spec.k,
+                dtype=self.wl.spec.dtype),
+            "cycles": sum(cycles.values()), "phase_cycles": cycles,
+            "dram": dict(dram, link_utilization=link_util,
+                         tracker_peak_occupancy=max(a["tracker.peak_occupancy"]
+                                                    for a in after)),
+            "status": {g: {k: v for k, v in a.items() if k.endswith(("status", "errors"))}
+                       for g, a in enumerate(after)},
+            # MCA's threshold as the fused phase left it (the AG reprograms the arbiter)
+            "arbiter_threshold": [a["arbiter.threshold"] for a in
+                                  ph.get("gemm_rs", ph.get("gemm"))["after"]],
+        }
+
+    def _record(self, name, cycles, before, after):
+        delta = [{k: a[k] - b[k] for k in a} for a, b in zip(after, before)]
+        self.phases[name] = {"cycles": cycles, "delta": delta, "after": after}
+        self.progress(f"phase {name}: {cycles} cycles")
+
+    def verify(self, chunks):
+        """``chunks[g][c]``: GPU ``g``'s chunk ``c`` as read back; raises ``AssertionError``
+        at the first element that differs from the ring-ordered numpy reference."""
+        ref = ring_reference(self.wl.partials, self.wl.dtype,
+                             zero_start=self.config != "sequential")
+        nc = self.wl.chunk_cols
+        for g in range(self.gpus):
+            for chunk in range(self.gpus):
+                compare_chunk(g, chunk, chunks[g][chunk], ref[:, chunk * nc:(chunk + 1) * nc])
+        return True
+
+
+class System(RingHost):
+    """One configuration run with the CU kernels in Python (a port agent per GPU, stepped
+    every cycle): the reference for :class:`EngineSystem`."""
+
+    def __init__(self, dut, params, nparams, wl, config, progress=None):
+        super().__init__(dut, params, nparams, wl, config, progress)
+        self.bench = Bench(dut)
+        self.runner = self.bench.add(KernelRunner())
+        self.ports = [self.bench.add(GPUPort(dut, g, params)) for g in range(self.gpus)]
+
+    @property
+    def simulated_cycles(self):
+        return self.bench.cycle
+
     # --- phases ---------------------------------------------------------------------------------
 
     async def run_phase(self, name, kernels, timeout):
@@ -110,12 +178,9 @@ class System:
                               f"{done}/{len(self.runner.kernels)} kernels done")
         end = max(k.end for k in self.runner.kernels)
         cycles = end - start + 1
-        after = await self.snapshot()
-        delta = [{k: a[k] - b[k] for k in a} for a, b in zip(after, before)]
-        self.phases[name] = {"cycles": cycles, "delta": delta, "after": after}
+        self._record(name, cycles, before, await self.snapshot())
         self.phases[name]["steps"] = {k.name: [c - start for c in k.step_starts]
                                       for k in kernels if getattr(k, "step_starts", None)}
-        self.progress(f"phase {name}: {cycles} cycles")
         for g, port in enumerate(self.ports):
             assert not port.errors, f"GPU {g}: memory refused {port.errors[0]}"
         return cycles
@@ -161,48 +226,159 @@ class System:
                                 for g in range(gpus)], timeout=self.limit)
         checks = [CheckKernel(g, wl, self.ports[g], layout, range(gpus)) for g in range(gpus)]
         await self.run_phase("check", checks, timeout=self.limit)
-        return self.verify(checks)
+        return self.verify([[check.chunk(c) for c in range(gpus)] for check in checks])
 
-    def verify(self, checks):
-        ref = ring_reference(self.wl.partials, self.wl.dtype,
-                             zero_start=self.config != "sequential")
-        nc = self.wl.chunk_cols
-        for g, check in enumerate(checks):
-            for chunk in range(self.gpus):
-                compare_chunk(g, chunk, check.chunk(chunk), ref[:, chunk * nc:(chunk + 1) * nc])
-        return True
+class EngineSystem(RingHost):
+    """One configuration run with the GPU-side traffic engines
+    (:class:`system.engine.rtl.CUEngine`): per phase the host loads each engine's program
+    (:mod:`system.engine.model`) through the bulk port, writes its registers, pulses
+    ``start`` and waits for ``done``; nothing runs in Python per cycle."""
 
-    # --- results --------------------------------------------------------------------------------
+    def __init__(self, dut, params, nparams, eparams, wl, config, progress=None):
+        from system.engine.config import engine_registers
+        super().__init__(dut, params, nparams, wl, config, progress,
+                         extra_regs={"gpu": engine_registers(params, eparams)})
+        self.eparams = eparams
+        self.partials = [partial_beats(p, params.beat_bytes) for p in wl.partials]
+        self.prog = 1 << eparams.local_bits        # the bulk port's program-memory half
+        self.clk = dut.clk
 
-    def results(self):
-        ph = self.phases
-        sums = {name: {k: sum(d[k] for d in p["delta"]) for k in p["delta"][0]}
-                for name, p in ph.items()}
+    @property
+    def simulated_cycles(self):
+        from cocotb.utils import get_sim_time
+        return int(get_sim_time("ns"))
 
-        dram = dram_accesses(self.config, sums)
+    async def reset(self):
+        from cocotb.clock import Clock
+        from cocotb.triggers import ClockCycles
+        self.dut.start.value = 0
+        for g in range(self.gpus):
+            getattr(self.dut, f"gpu{g}_load__w_en").value = 0
+        self.dut.rst.value = 1
+        Clock(self.clk, 1, unit="ns").start()
+        await ClockCycles(self.clk, 2)
+        self.dut.rst.value = 0
+        await ClockCycles(self.clk, 2)          # the ring registers its reset
+
+    async def load(self, beats):
+        """``beats[g]``: ``[(address, beat)]`` written through GPU ``g``'s bulk port (all GPUs
+        in the same cycles)."""
+        from cocotb.triggers import RisingEdge
+        ports = [(getattr(self.dut, f"gpu{g}_load__addr"),
+                  getattr(self.dut, f"gpu{g}_load__w_data"),
+                  getattr(self.dut, f"gpu{g}_load__w_en")) for g in range(self.gpus)]
+        for k in range(max(len(b) for b in beats)):
+            for g, (addr, data, w_en) in enumerate(ports):
+                if k < len(beats[g]):
+                    addr.value, data.value = beats[g][k]
+                    w_en.value = 1
+                else:
+                    w_en.value = 0
+            await RisingEdge(self.clk)
+        for _, _, w_en in ports:
+            w_en.value = 0
+
+    async def read_local(self, g, first, count):
+        """``count`` beats of GPU ``g``'s engine memory from local beat ``first``."""
+        from cocotb.triggers import ClockCycles, ReadOnly
+        addr = getattr(self.dut, f"gpu{g}_load__addr")
+        data = getattr(self.dut, f"gpu{g}_load__r_data")
+        out = []
+        for k in range(count):
+            addr.value = first + k
+            await ClockCycles(self.clk, 3)      # in register, memory, out register
+            await ReadOnly()
+            out.append(int(data.value))
+            await ClockCycles(self.clk, 1)
+        return out
+
+    async def run_phase(self, name, programs, arrivals=0, mca=False):
+        """``programs[g]``: ``(kernel, registers, descriptor beats)`` of GPU ``g``."""
+        from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
+        from system.engine.config import MODE, STATUS
+        from cocotb.triggers import SimTimeoutError
+        before = await self.snapshot()
+        await self.load([[(self.prog + i, beat) for i, beat in enumerate(prog[2])]
+                         for prog in programs])
+        etype = ETYPES[self.wl.spec.dtype].value
+        for g, (kernel, registers, prog) in enumerate(programs):
+            values = {"mode": MODE.encode(kernel=kernel, etype=etype, mca=int(mca)),
+                      "prog_base": 0, "prog_count": len(prog), "arrivals_target": arrivals,
+                      "remote_space": REMOTE_SPACE, "partials": 0, **registers}
+            for reg, value in values.items():
+                await self.write(g, "gpu", reg, value)
+        self.progress(f"phase {name}: started")
+        self.dut.start.value = 1
+        await RisingEdge(self.clk)
+        self.dut.start.value = 0
+        await ClockCycles(self.clk, 4)
+        if not int(self.dut.done.value):
+            try:
+                await with_timeout(RisingEdge(self.dut.done), self.limit, "ns")
+            except SimTimeoutError:
+                now = await self.snapshot()
+                state = {g: {k: v for k, v in snap.items() if v} for g, snap in enumerate(now)}
+                raise AssertionError(f"phase {name}: not finished after {self.limit} cycles; "
+                                     f"counters {state}") from None
+        cycles = [await self.read(g, "gpu", "cycles") for g in range(self.gpus)]
+        for g in range(self.gpus):
+            status = await self.read(g, "gpu", "status")
+            errors = status & ~STATUS.mask("busy", "done")
+            assert not errors, f"GPU {g}'s engine: status {STATUS.decode(status)}"
+        self._record(name, max(cycles), before, await self.snapshot())
+        self.phases[name]["gpu_cycles"] = cycles
+
+    async def run(self):
+        from system.engine.config import Kernel
+        wl, gpus, layout = self.wl, self.gpus, self.layout
+        cb = layout["chunk_beats"]
+        await self.reset()
+        await self.load([list(enumerate(beats)) for beats in self.partials])
+
+        def gemm(mode, free=False):
+            out = []
+            for g in range(gpus):
+                program = gemm_program(wl, g, layout, mode, REMOTE_SPACE, free=free)
+                out.append((Kernel.GEMM, program.registers,
+                            [pack_wg(self.params, d) for d in program.wgs]))
+            return out
+
+        def steps(make):
+            return [(Kernel.STEPS, {}, [pack_step(self.params, s) for s in
+                                        make(wl, g, layout, REMOTE_SPACE)])
+                    for g in range(gpus)]
         if self.config == "sequential":
-            cycles = {"gemm": ph["gemm"]["cycles"], "rs": ph["rs"]["cycles"]}
-            link_phase = "rs"
+            self.driver.set_arbitration("ROUND_ROBIN")
+            await self.program()
+            await self.run_phase("gemm", gemm("sequential"))
+            map_ring_windows(self.driver, wl, "R")
+            await self.program()
+            await self.run_phase("rs", steps(rs_steps))
         else:
-            cycles = {"gemm_rs": ph["gemm_rs"]["cycles"]}
-            link_phase = "gemm_rs"
-        cycles["ag"] = ph["ag"]["cycles"]
-        link_util = link_utilization(ph[link_phase], self.gpus, LINK_BANDWIDTH)
-        after = ph["check"]["after"]
-        return {
-            "config": self.config, "gpus": self.gpus, "workload": dict(
-                name=self.wl.spec.name, m=self.wl.spec.m, n=self.wl.spec.n, k=self.wl.spec.k,
-                dtype=self.wl.spec.dtype),
-            "cycles": sum(cycles.values()), "phase_cycles": cycles,
-            "dram": dict(dram, link_utilization=link_util,
-                         tracker_peak_occupancy=max(a["tracker.peak_occupancy"]
-                                                    for a in after)),
-            "status": {g: {k: v for k, v in a.items() if k.endswith(("status", "errors"))}
-                       for g, a in enumerate(after)},
-            # MCA's threshold as the fused phase left it (the AG reprograms the arbiter)
-            "arbiter_threshold": [a["arbiter.threshold"] for a in
-                                  ph.get("gemm_rs", ph.get("gemm"))["after"]],
-        }
+            policy = "MCA" if self.config == "t3-mca" else "ROUND_ROBIN"
+            configure_fused(self.driver, wl, layout, policy)
+            await self.program()
+            await self.run_phase("gemm_rs", gemm("t3", free=self.config == ISOLATED_RS),
+                                 arrivals=(gpus - 1) * cb, mca=policy == "MCA")
+        map_ring_windows(self.driver, wl, "C")
+        self.driver.set_arbitration("ROUND_ROBIN")
+        await self.program()
+        await self.run_phase("ag", steps(ag_steps), arrivals=(gpus - 1) * cb)
+        beats = gpus * cb
+        first = len(self.partials[0])           # the read-back lands after the partials
+        reads = [(Kernel.STEPS, {}, [pack_step(self.params, s) for s in read_steps(
+            layout["C"].base, beats, first, self.eparams.buffer_beats,
+            self.params.beat_bytes)]) for _ in range(gpus)]
+        await self.run_phase("check", reads)
+        chunks = []
+        for g in range(gpus):
+            raw = b"".join(v.to_bytes(self.params.beat_bytes, "little")
+                           for v in await self.read_local(g, first, beats))
+            out = np.frombuffer(raw, dtype=wl.dtype)
+            per = cb * self.params.beat_bytes // np.dtype(wl.dtype).itemsize
+            chunks.append([out[c * per:(c + 1) * per].reshape(wl.chunk_cols, wl.spec.m).T
+                           for c in range(gpus)])
+        return self.verify(chunks)
 
 
 @cocotb.test()
@@ -226,7 +402,11 @@ async def run_system(dut):
         if progress_file:
             with open(progress_file, "a") as f:
                 f.write(text + "\n")
-    system = System(dut, params, nparams, wl, cfg["config"], progress)
+    if cfg.get("engines"):
+        eparams = EngineParams(**cfg["engines"])
+        system = EngineSystem(dut, params, nparams, eparams, wl, cfg["config"], progress)
+    else:
+        system = System(dut, params, nparams, wl, cfg["config"], progress)
     start = time.perf_counter()
     result = {"verified": False}
     try:
@@ -239,8 +419,28 @@ async def run_system(dut):
     finally:
         wall = time.perf_counter() - start
         result["wall_s"] = wall
-        result["cycles_per_s"] = system.bench.cycle / wall if wall else 0
-        result["simulated_cycles"] = system.bench.cycle
+        result["simulated_cycles"] = system.simulated_cycles
+        result["cycles_per_s"] = system.simulated_cycles / wall if wall else 0
         if cfg.get("out"):
             with open(cfg["out"], "w") as f:
                 json.dump(result, f, indent=1, default=str)
+
+
+@cocotb.test()
+async def idle_ring(dut):
+    """The model's own speed: clock the ring (engines idle, nothing driven) for
+    ``cfg["cycles"]`` cycles after reset; writes ``{"cycles", "wall_s", "cycles_per_s"}``."""
+    from cocotb.clock import Clock
+    from cocotb.triggers import ClockCycles, Timer
+    from sim.harness.runner import tb_config
+    cfg = tb_config()
+    dut.rst.value = 1
+    Clock(dut.clk, 1, unit="ns").start()
+    await ClockCycles(dut.clk, 2)
+    dut.rst.value = 0
+    start = time.perf_counter()
+    await Timer(cfg["cycles"], "ns")        # one callback: no Python per cycle
+    wall = time.perf_counter() - start
+    with open(cfg["out"], "w") as f:
+        json.dump({"cycles": cfg["cycles"], "wall_s": wall,
+                   "cycles_per_s": cfg["cycles"] / wall}, f)

@@ -1,0 +1,84 @@
+"""One GPU of a simulation top: the T3 node and the traffic engine that stands for its compute
+units (``docs/system.md``, "GPU-side engines").  Everything the datapaths see from outside is
+registered at this boundary: a simulator evaluates no node logic when the testbench touches
+an input, and an FPGA prototype gets the same timing."""
+
+from amaranth import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out, connect
+
+from hw.axil import AXILiteInputSlice, axil_signature
+from hw.interfaces import link_signature
+from hw.params import T3Params
+from system.engine.config import EngineParams
+from system.engine.rtl import CUEngine, load_signature
+from system.node import GPUNode, NodeParams
+
+
+__all__ = ["GPU"]
+
+
+class GPU(wiring.Component):
+    """A :class:`system.node.GPUNode` driven by a :class:`system.engine.rtl.CUEngine`.
+
+    Ports
+    -----
+    cfg : In(axil_signature(...))
+        The node's AXI4-Lite port, behind an :class:`hw.axil.AXILiteInputSlice`; the
+        engine's registers are its ``gpu`` window.
+    load : In(load_signature)
+        The engine's bulk port, registered here: a write lands, and ``r_data`` answers the
+        ``addr`` of two cycles before.
+    start : In(1)
+        Registered: the engine starts the cycle after the pulse.
+    done : Out(1)
+        The engine's ``done``.
+    tx, rx : link (AXI4-Stream)
+        The node's link ports.
+    """
+
+    def __init__(self, params: T3Params, nparams: NodeParams = NodeParams(),
+                 eparams: EngineParams = EngineParams()):
+        self.params, self.nparams, self.eparams = params, nparams, eparams
+        self.engine = CUEngine(params, eparams, formats=nparams.nmc.elem_types)
+        self.node = GPUNode(params, nparams, ext_addr_bits=self.engine.regs.addr_bits)
+        self.cfg_addr_bits = self.node.cfg_addr_bits
+        super().__init__({
+            "cfg": In(axil_signature(self.node.cfg_addr_bits)),
+            "load": In(load_signature(params, eparams)),
+            "start": In(1),
+            "done": Out(1),
+            "tx": Out(link_signature(params)),
+            "rx": In(link_signature(params)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.node = node = self.node
+        m.submodules.engine = engine = self.engine
+        m.submodules.cfg_slice = cfg_slice = AXILiteInputSlice(self.cfg_addr_bits)
+        connect(m, wiring.flipped(self.cfg), cfg_slice.i)
+        connect(m, cfg_slice.o, node.cfg)
+        connect(m, node.ext, engine.csr)
+        connect(m, engine.compute, node.compute)
+        connect(m, node.resp, engine.resp)
+        connect(m, node.tx, wiring.flipped(self.tx))
+        connect(m, wiring.flipped(self.rx), node.rx)
+        m.d.comb += [
+            engine.comm_done.eq(node.comm_done),
+            node.arb_drain.eq(engine.drain),
+            node.arb_calib_start.eq(engine.calib_start),
+            node.arb_calib_end.eq(engine.calib_end),
+            self.done.eq(engine.done),
+        ]
+        # the boundary registers
+        start = Signal()
+        m.d.sync += [
+            start.eq(self.start),
+            engine.load.addr.eq(self.load.addr),
+            engine.load.w_en.eq(self.load.w_en),
+            engine.load.w_data.eq(self.load.w_data),
+            self.load.r_data.eq(engine.load.r_data),
+        ]
+        m.d.comb += engine.start.eq(start)
+        return m
