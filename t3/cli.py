@@ -253,7 +253,7 @@ def cmd_run(args):
     print(f"T3 system: {args.gpus} GPUs, {args.config}, workload {spec.name}: "
           f"{spec.m} x {spec.n} x {spec.k} {spec.dtype}")
     print(_scale_line(spec, args.gpus))
-    print("  running    (the first run of a ring size builds its Verilog: about a minute)",
+    print("  running    (the first run of a ring size builds its Verilog: about two minutes)",
           flush=True)
     try:
         r = run_config(spec, args.gpus, args.config, sim=args.sim, seed=args.seed,

@@ -12,7 +12,7 @@ from sim.system.configure import allocate
 from sim.system.driver import REMOTE_SPACE, Driver
 from sim.system.run import system_params
 from sim.system.workload import GemmSpec, Workload
-from system.engine.config import EngineParams, Kernel, STATUS, Z_CAPTURE
+from system.engine.config import MODE, STATUS, Z_CAPTURE, EngineParams, Kernel
 from system.engine.model import (Step, gemm_program, gemm_requests, pack_step, pack_wg,
                                  partial_beats, run_steps)
 from system.engine.rtl import CUEngine
@@ -154,7 +154,7 @@ def test_engine_cocotb_matches_the_model(program, sim, tmp_path):
     from sim.harness.runner import run_for_result
     import sim.blocks.engine.cocotb_tests as tb
     etype = ElemType.FP16.value
-    mode = CUEngine(P, EP).regs["mode"]
+    mode = MODE
     if program == "gemm":
         _, _, prog, partials = _gemm_case("t3")
         registers = [("mode", mode.encode(kernel=Kernel.GEMM, etype=etype)), ("prog_base", 0),
