@@ -43,9 +43,15 @@ def _node():
     return node_registers()
 
 
+def _engine():
+    from hw.params import T3Params
+    from system.engine.config import EngineParams, engine_registers
+    return engine_registers(T3Params(), EngineParams())
+
+
 #: Page (relative to the repository) -> the register file it documents (default geometry).
 PAGES = {"docs/tracker.md": _tracker, "docs/mc_arbiter.md": _arbiter, "docs/nmc.md": _nmc,
-         "docs/dma.md": _dma, "docs/system.md": _node}
+         "docs/dma.md": _dma, "docs/system.md": _node, "docs/engine.md": _engine}
 
 #: The repository's root.
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,10 +59,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def documented(text):
     """``(before, table, after)`` of a page's text, split at the markers."""
-    if BEGIN not in text or END not in text:
-        raise ValueError(f"the page has no {BEGIN.strip()} ... {END.strip()} section")
-    before, rest = text.split(BEGIN, 1)
-    table, after = rest.split(END, 1)
+    before, found, rest = text.partition(BEGIN)
+    table, found_end, after = rest.partition(END)
+    if not found or not found_end:
+        raise ValueError(f"the page has no {BEGIN.strip()} ... {END.strip()} section (the "
+                         f"markers on lines of their own, around at least one line)")
     return before, table, after
 
 
