@@ -257,8 +257,8 @@ def cmd_run(args):
           flush=True)
     try:
         r = run_config(spec, args.gpus, args.config, sim=args.sim, seed=args.seed,
-                       wave=args.wave, progress=lambda line: print(f"  ...        {line}",
-                                                                   flush=True))
+                       wave=args.wave, memory_rows=args.memory_rows,
+                       progress=lambda line: print(f"  ...        {line}", flush=True))
     except AssertionError as error:
         print(f"  FAILED     {str(error)[-3000:]}")
         if args.json:
@@ -367,6 +367,9 @@ def main(argv=None):
 
     run = sub.add_parser("run", help="one configuration of the N-GPU system, end to end")
     _workload_args(run)
+    run.add_argument("--memory-rows", type=int, default=MEMORY_ROWS,
+                     help=f"HBM rows per bank of every node (default {MEMORY_ROWS}: 128 KiB; "
+                          f"16 GPUs' default workload needs 16)")
     run.add_argument("--config", choices=CONFIGS, default="t3",
                      help="configuration (default t3)")
     run.add_argument("--wave", metavar="FILE", help="write a waveform (VCD from Verilator, "
