@@ -27,8 +27,9 @@ class GPU(wiring.Component):
         The node's AXI4-Lite port, behind an :class:`hw.axil.AXILiteInputSlice`; the
         engine's registers are its ``gpu`` window.
     load : In(load_signature)
-        The engine's bulk port, registered here: a write lands, and ``r_data`` answers the
-        ``addr`` of two cycles before.
+        The engine's bulk port, registered here in both directions: a write lands a cycle
+        later, and ``r_data`` answers the ``addr`` of three cycles before (input register,
+        memory, output register).
     start : In(1)
         Registered: the engine starts the cycle after the pulse.
     done : Out(1)

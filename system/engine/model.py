@@ -18,11 +18,11 @@ import numpy as np
 
 from hw.interfaces import ElemType, Op, Packer
 from nmc.model import alu_reference
-from .config import MAX_WFS, Z_CAPTURE, Z_STORE, Kernel, step_layout, wg_layout
+from .config import MAX_WFS, Z_CAPTURE, Z_STORE, step_layout, wg_layout
 
 
 __all__ = ["WGDesc", "Step", "GemmProgram", "gemm_program", "rs_steps", "ag_steps",
-           "read_steps", "pack_wg", "pack_step", "gemm_requests", "run_steps"]
+           "read_steps", "pack_wg", "pack_step", "gemm_requests", "run_steps", "partial_beats"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,9 +223,6 @@ def run_steps(params, steps, memory, etype, remote_space):
                 memory[addr] = value
     return requests, captures
 
-
-#: The kernels of the engine, for the register ``mode.kernel``.
-KERNELS = {"gemm": Kernel.GEMM, "steps": Kernel.STEPS}
 
 
 def partial_beats(partial, beat_bytes=32):
