@@ -149,13 +149,13 @@ class CSRDecoder(wiring.Component):
 
 
 class AXILiteInputSlice(wiring.Component):
-    """Registers the host's request channels (AW, W, AR) of an AXI4-Lite port: each holds one
-    request in a register and takes the next when it has passed it on (``*ready`` is "the
-    register is empty", itself a register).  The response channels (B, R) and ``bready``,
-    ``rready`` pass through.  Every request takes one cycle longer and a channel takes one
-    request every other cycle, which a configuration port does not notice; in return no logic
-    behind it depends combinationally on the request inputs (a simulator re-evaluates such
-    logic whenever an input may have changed).
+    """Registers every channel of an AXI4-Lite port: the host's requests (AW, W, AR) and the
+    slave's responses (B, R).  Each channel holds one transfer in a register and takes the next
+    when it has passed it on; its ``*ready`` is "the register is empty", itself a register.
+    Every transfer takes one cycle longer and a channel takes one every other cycle, which a
+    configuration port does not notice; in return no logic behind the slice depends
+    combinationally on any input of the port, ``bready`` and ``rready`` included (Verilator
+    re-evaluates all logic that does at every ``eval``, twice a clock period under cocotb).
 
     Ports: ``i`` (``In(axil_signature)``, from the host), ``o`` (``Out``, to the slave).
     """
@@ -168,19 +168,18 @@ class AXILiteInputSlice(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         i, o = self.i, self.o
-        for valid, ready, fields in (("awvalid", "awready", ("awaddr", "awprot")),
-                                     ("wvalid", "wready", ("wdata", "wstrb")),
-                                     ("arvalid", "arready", ("araddr", "arprot"))):
-            full = Signal(name=f"{valid[:2]}_full")
-            m.d.comb += [getattr(i, ready).eq(~full), getattr(o, valid).eq(full)]
-            with m.If(getattr(o, valid) & getattr(o, ready)):
+        # (source, sink, valid, ready, fields): requests flow i -> o, responses o -> i
+        for src, dst, valid, ready, fields in (
+                (i, o, "awvalid", "awready", ("awaddr", "awprot")),
+                (i, o, "wvalid", "wready", ("wdata", "wstrb")),
+                (i, o, "arvalid", "arready", ("araddr", "arprot")),
+                (o, i, "bvalid", "bready", ("bresp",)),
+                (o, i, "rvalid", "rready", ("rdata", "rresp"))):
+            full = Signal(name=f"{valid[:-5]}_full")
+            m.d.comb += [getattr(src, ready).eq(~full), getattr(dst, valid).eq(full)]
+            with m.If(getattr(dst, valid) & getattr(dst, ready)):
                 m.d.sync += full.eq(0)
-            with m.If(getattr(i, valid) & ~full):
+            with m.If(getattr(src, valid) & ~full):
                 m.d.sync += full.eq(1)
-                m.d.sync += [getattr(o, f).eq(getattr(i, f)) for f in fields]
-        m.d.comb += [
-            i.bresp.eq(o.bresp), i.bvalid.eq(o.bvalid), o.bready.eq(i.bready),
-            i.rdata.eq(o.rdata), i.rresp.eq(o.rresp), i.rvalid.eq(o.rvalid),
-            o.rready.eq(i.rready),
-        ]
+                m.d.sync += [getattr(dst, f).eq(getattr(src, f)) for f in fields]
         return m

@@ -19,6 +19,7 @@ build cocotb 2's glue).
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -86,12 +87,12 @@ def build_cache_dir():
 
 
 #: Changes whenever :func:`_build` builds differently (part of a cached build's key).
-BUILD_STYLE = "verilator public: top only; OPT_SLOW -O0"
+BUILD_STYLE = "verilator public: top ports only; OPT_SLOW -O0"
 
 
 def _lean_verilator():
-    """cocotb's Verilator runner without ``--public-flat-rw``: only the top module's signals
-    are made public (:func:`_build` adds a control file saying so).  Every signal public keeps
+    """cocotb's Verilator runner without ``--public-flat-rw``: only the top module's ports are
+    made public (:func:`_build` adds a control file saying so).  Every signal public keeps
     Verilator from inlining or removing any of them; the testbenches touch the top's ports
     only, and a 4-GPU ring runs about 9 times faster without it."""
     from cocotb_tools.runner import Verilator
@@ -104,12 +105,26 @@ def _lean_verilator():
     return LeanVerilator()
 
 
+def top_ports(source, toplevel):
+    """The port names of module ``toplevel`` in the Verilog file ``source`` (as the export
+    writes it: ``module name(port, port, ...);``)."""
+    text = Path(source).read_text()
+    match = re.search(rf"^module {re.escape(toplevel)}\((.*?)\);", text, re.M | re.S)
+    if match is None:
+        raise ValueError(f"{source}: no module {toplevel}")
+    return [port.strip() for port in match.group(1).split(",")]
+
+
 def _build(runner, sim, source, toplevel, build_dir, waves, cxx_opt):
     build_args = ["-Wno-fatal", "-O3"] if sim == "verilator" else ["-g2005"]
     if sim == "verilator":
+        # The ports, not every variable of the top module: Verilator treats a public read-write
+        # variable as one VPI may write at any time, like an input, and re-evaluates all logic
+        # that reads it at every eval (a ring's top holds its registered reset and the links)
         control = Path(build_dir) / "public.vlt"
-        control.write_text(f'`verilator_config\npublic_flat_rw -module "{toplevel}" '
-                           f'-var "*"\n')
+        control.write_text("`verilator_config\n" + "".join(
+            f'public_flat_rw -module "{toplevel}" -var "{port}"\n'
+            for port in top_ports(source, toplevel)))
         build_args.append(str(control))
     # Icarus: yosys's Verilog starts every ``always @*`` block at time zero through an event on a
     # register initialised in its declaration; under -g2012 (cocotb's default) such an
