@@ -55,6 +55,28 @@ def float_layout(fmt: FloatFormat):
     })
 
 
+def leading_zeros(m, value):
+    """The number of leading zeros of ``value`` (``len(value)`` when it is zero), counted in
+    log2 stages: each stage asks whether the upper half of what is left is zero and, if so,
+    shifts it out.  A priority chain over the bits would be one stage per bit, in logic depth
+    and in a simulator's evaluation alike."""
+    width = len(value)
+    stages = max(1, (width - 1).bit_length())
+    size = 1 << stages
+    v = Signal(size, name="lzc_in")
+    m.d.comb += v.eq(Cat(Const(0, size - width), value))     # zeros below: count unchanged
+    bits = []
+    for k in reversed(range(stages)):
+        step = 1 << k
+        zero = Signal(name=f"lzc_z{step}")
+        shifted = Signal(size, name=f"lzc_s{step}")
+        m.d.comb += [zero.eq(v[size - step:] == 0), shifted.eq(Mux(zero, v << step, v))]
+        bits.append(zero)
+        v = shifted
+    count = Cat(*reversed(bits))
+    return Mux(value == 0, width, count)
+
+
 class FPAdd(Elaboratable):
     """``s = a + b`` in ``fmt``, combinational.
 
@@ -127,10 +149,7 @@ class FPAdd(Elaboratable):
         carry = total[W]
         # leading zeros below the hidden position (bit W-1)
         lz = Signal(range(W + 1))
-        m.d.comb += lz.eq(W)
-        for i in range(W):
-            with m.If(total[i]):
-                m.d.comb += lz.eq(W - 1 - i)
+        m.d.comb += lz.eq(leading_zeros(m, total[:W]))
         # never shift below the smallest exponent (1): that is a subnormal result
         left = Signal(range(W + 1))
         m.d.comb += left.eq(Mux(lz < x_exp, lz, x_exp - 1))
