@@ -243,7 +243,10 @@ def _print_result(r):
           f"{d['rs_reads']} / {d['rs_writes']}, AG {d['ag_reads']} / {d['ag_writes']} (beats)")
     print(f"  link       {d['link_utilization']:.3f} of the links' capacity during the RS")
     print(f"  tracker    peak occupancy {d['tracker_peak_occupancy']} entries")
-    print(f"  simulation {r['simulated_cycles']} cycles at {r['cycles_per_s']:.0f} cycles/s")
+    engines = (f" ({r['engine_cycles_per_s']:.0f} while the engines run)"
+               if r.get("engine_cycles_per_s") else "")
+    print(f"  simulation {r['simulated_cycles']} cycles at {r['cycles_per_s']:.0f} cycles/s"
+          f"{engines}")
 
 
 def cmd_run(args):

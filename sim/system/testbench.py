@@ -70,10 +70,17 @@ class RingHost:
 
     # --- configuration port ---------------------------------------------------------------
 
+    async def each_gpu(self, work):
+        """``await work(g)`` for every GPU at once (each has its own configuration port);
+        returns the results in GPU order."""
+        from cocotb.triggers import gather
+        return list(await gather(*(work(g) for g in range(self.gpus))))
+
     async def program(self):
-        for g in range(self.gpus):
+        async def one(g):
             for addr, word in self.driver.register_writes(g, self.regs):
                 await self.masters[g].write_dword(addr, word)
+        await self.each_gpu(one)
 
     async def write(self, g, block, name, value):
         for word, data in self.regs[block].word_writes(name, value):
@@ -87,8 +94,9 @@ class RingHost:
         return reg.from_words(name, words)
 
     async def snapshot(self):
-        return [{f"{b}.{n}": await self.read(g, b, n) for b, n in COUNTERS}
-                for g in range(self.gpus)]
+        async def one(g):
+            return {f"{b}.{n}": await self.read(g, b, n) for b, n in COUNTERS}
+        return await self.each_gpu(one)
 
     # --- results --------------------------------------------------------------------------------
 
@@ -241,6 +249,7 @@ class EngineSystem(RingHost):
         self.eparams = eparams
         self.partials = [partial_beats(p, params.beat_bytes) for p in wl.partials]
         self.prog = 1 << eparams.local_bits        # the bulk port's program-memory half
+        self.engine_cycles, self.engine_wall = 0, 0.0   # while the engines run, start to done
         self.clk = dut.clk
 
     @property
@@ -278,18 +287,24 @@ class EngineSystem(RingHost):
         for _, _, w_en in ports:
             w_en.value = 0
 
-    async def read_local(self, g, first, count):
-        """``count`` beats of GPU ``g``'s engine memory from local beat ``first``."""
-        from cocotb.triggers import ClockCycles, ReadOnly
-        addr = getattr(self.dut, f"gpu{g}_load__addr")
-        data = getattr(self.dut, f"gpu{g}_load__r_data")
-        out = []
-        for k in range(count):
-            addr.value = first + k
-            await ClockCycles(self.clk, 3)      # in register, memory, out register
+    async def read_local(self, first, count):
+        """``count`` beats of every GPU's engine memory from local beat ``first``: a list per
+        GPU.  The bulk ports read in parallel, one address a cycle; a beat comes out three
+        clock edges after its address went in (in register, memory, out register)."""
+        from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+        ports = [(getattr(self.dut, f"gpu{g}_load__addr"),
+                  getattr(self.dut, f"gpu{g}_load__r_data")) for g in range(self.gpus)]
+        out = [[] for _ in ports]
+        for k in range(count + 2):
+            if k < count:
+                for addr, _ in ports:
+                    addr.value = first + k
+            await RisingEdge(self.clk)
             await ReadOnly()
-            out.append(int(data.value))
-            await ClockCycles(self.clk, 1)
+            if k >= 2:                          # the address given two edges earlier
+                for beats, (_, data) in zip(out, ports):
+                    beats.append(int(data.value))
+            await FallingEdge(self.clk)
         return out
 
     async def run_phase(self, name, programs, arrivals=0, mca=False):
@@ -301,13 +316,17 @@ class EngineSystem(RingHost):
         await self.load([[(self.prog + i, beat) for i, beat in enumerate(prog[2])]
                          for prog in programs])
         etype = ETYPES[self.wl.spec.dtype].value
-        for g, (kernel, registers, prog) in enumerate(programs):
+
+        async def configure(g):
+            kernel, registers, prog = programs[g]
             values = {"mode": MODE.encode(kernel=kernel, etype=etype, mca=int(mca)),
                       "prog_base": 0, "prog_count": len(prog), "arrivals_target": arrivals,
                       "remote_space": REMOTE_SPACE, "partials": 0, **registers}
             for reg, value in values.items():
                 await self.write(g, "gpu", reg, value)
+        await self.each_gpu(configure)
         self.progress(f"phase {name}: started")
+        wall, first = time.perf_counter(), self.simulated_cycles
         self.dut.start.value = 1
         await RisingEdge(self.clk)
         self.dut.start.value = 0
@@ -320,9 +339,10 @@ class EngineSystem(RingHost):
                 state = {g: {k: v for k, v in snap.items() if v} for g, snap in enumerate(now)}
                 raise AssertionError(f"phase {name}: not finished after {self.limit} cycles; "
                                      f"counters {state}") from None
-        cycles = [await self.read(g, "gpu", "cycles") for g in range(self.gpus)]
-        for g in range(self.gpus):
-            status = await self.read(g, "gpu", "status")
+        self.engine_cycles += self.simulated_cycles - first
+        self.engine_wall += time.perf_counter() - wall
+        cycles = await self.each_gpu(lambda g: self.read(g, "gpu", "cycles"))
+        for g, status in enumerate(await self.each_gpu(lambda g: self.read(g, "gpu", "status"))):
             errors = status & ~STATUS.mask("busy", "done")
             assert not errors, f"GPU {g}'s engine: status {STATUS.decode(status)}"
         self._record(name, max(cycles), before, await self.snapshot())
@@ -371,9 +391,8 @@ class EngineSystem(RingHost):
             self.params.beat_bytes)]) for _ in range(gpus)]
         await self.run_phase("check", reads)
         chunks = []
-        for g in range(gpus):
-            raw = b"".join(v.to_bytes(self.params.beat_bytes, "little")
-                           for v in await self.read_local(g, first, beats))
+        for local in await self.read_local(first, beats):
+            raw = b"".join(v.to_bytes(self.params.beat_bytes, "little") for v in local)
             out = np.frombuffer(raw, dtype=wl.dtype)
             per = cb * self.params.beat_bytes // np.dtype(wl.dtype).itemsize
             chunks.append([out[c * per:(c + 1) * per].reshape(wl.chunk_cols, wl.spec.m).T
@@ -421,6 +440,8 @@ async def run_system(dut):
         result["wall_s"] = wall
         result["simulated_cycles"] = system.simulated_cycles
         result["cycles_per_s"] = system.simulated_cycles / wall if wall else 0
+        if getattr(system, "engine_wall", 0):
+            result["engine_cycles_per_s"] = system.engine_cycles / system.engine_wall
         if cfg.get("out"):
             with open(cfg["out"], "w") as f:
                 json.dump(result, f, indent=1, default=str)
