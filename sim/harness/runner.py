@@ -212,9 +212,13 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
         test_module = module_file.stem
     else:
         test_dirs = []
-    python_path = os.pathsep.join(test_dirs + [p for p in sys.path if p])
-
-    env = {"T3_TB": json.dumps(config or {}), "PYTHONPATH": python_path}
+    env = {"T3_TB": json.dumps(config or {})}
+    # cocotb's runner gives the simulator's Python this process's sys.path as PYTHONPATH
+    # (over any PYTHONPATH of extra_env): add the test module's folder, and turn the '' of
+    # `python -c` or the prompt, the folder Python started in, into that folder's name (in the
+    # simulator, which runs elsewhere, '' would be its own folder)
+    saved_path = sys.path[:]
+    sys.path[:] = test_dirs + [p or os.getcwd() for p in sys.path]
     try:
         results = runner.test(test_module=test_module, hdl_toplevel=toplevel,
                               build_dir=sim_build, test_dir=build_dir, extra_env=env,
@@ -223,6 +227,8 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
         total, failed = get_results(results)
     except SystemExit:              # cocotb_tools exits when a test fails
         total, failed = "some", "some"
+    finally:
+        sys.path[:] = saved_path
     if total == 0 or failed:
         log = (build_dir / "sim.log").read_text(errors="replace").splitlines()
         tail = "\n".join(line for line in log if line.strip())[-6000:]

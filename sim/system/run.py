@@ -16,7 +16,7 @@ from sim.system.workload import LINK_BANDWIDTH, SCALE, Workload
 
 
 __all__ = ["system_params", "node_params", "run_config", "check_config", "describe_scale",
-           "ring_build", "idle_rate", "ENGINE_PARAMS", "CXX_OPT",
+           "ring_build", "idle_rate", "ENGINE_PARAMS", "CXX_OPT", "CXX_OPT_PYTHON",
            "LINK_LATENCY", "FORMATS", "MEMORY_ROWS"]
 
 
@@ -34,10 +34,12 @@ FORMATS = ("fp16", "fp32")
 #: (partials and read-back), eight WGs in flight at most, steps of up to 512 beats.
 ENGINE_PARAMS = EngineParams(local_beats=4096, slots=8, buffer_beats=512, pending=256)
 
-#: The Verilator model's C++ optimisation for ring builds (``T3_CXX_OPT`` overrides it):
-#: ``-O0`` builds a 4-GPU ring in about 1.5 minutes and runs it at about 3,900 cycles/s;
-#: ``-O2`` takes about 3 minutes and runs it about 3 times faster (``docs/system.md``).
-CXX_OPT = os.environ.get("T3_CXX_OPT") or "-O0"
+#: The Verilator model's C++ optimisation for the rings with engines (``T3_CXX_OPT``
+#: overrides it): at ``-O2`` the 4-GPU ring builds in about 80 s and runs about 4.5 times
+#: faster than at ``-O0``, which builds in about 50 s (``docs/system.md``).  The rings driven
+#: by the Python kernels are built at :data:`CXX_OPT_PYTHON`: there Python sets the pace.
+CXX_OPT = os.environ.get("T3_CXX_OPT") or "-O2"
+CXX_OPT_PYTHON = "-O0"
 
 #: HBM rows per bank of the system's nodes (128 KiB per GPU).
 MEMORY_ROWS = 8
@@ -118,7 +120,8 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     lines.  ``engines``: the GPUs' traffic comes from the GPU-side engines in the ring's RTL
     (``True``: :data:`ENGINE_PARAMS`; or an :class:`EngineParams`); ``False``: from the CU
     kernels in Python, stepped every cycle (the reference, about 30 times slower).
-    ``cxx_opt``: the Verilator model's C++ optimisation (default :data:`CXX_OPT`)."""
+    ``cxx_opt``: the Verilator model's C++ optimisation (default :data:`CXX_OPT` with the
+    engines, :data:`CXX_OPT_PYTHON` without)."""
     import sim.system.testbench as tb
     sim = sim or default_sim()
     params, nparams = system_params(memory_rows)
@@ -150,7 +153,8 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     try:
         result = run_for_result(make, top, tb.__name__, "run_system",
                                 config_json, sim, build_dir, waves=bool(wave),
-                                cache_key=key, cxx_opt=cxx_opt or CXX_OPT)
+                                cache_key=key,
+                                cxx_opt=cxx_opt or (CXX_OPT if eparams else CXX_OPT_PYTHON))
     finally:
         stop.set()
         if watcher is not None:
