@@ -256,8 +256,8 @@ def cmd_run(args):
     print(f"T3 system: {args.gpus} GPUs, {args.config}, workload {spec.name}: "
           f"{spec.m} x {spec.n} x {spec.k} {spec.dtype}")
     print(_scale_line(spec, args.gpus))
-    print("  running    (the first run of a ring size builds its Verilog: about two minutes)",
-          flush=True)
+    print("  running    (the first run of a ring size builds its Verilog: about two minutes "
+          "for 4 GPUs, five for 16)", flush=True)
     try:
         r = run_config(spec, args.gpus, args.config, sim=args.sim, seed=args.seed,
                        wave=args.wave, memory_rows=args.memory_rows,
