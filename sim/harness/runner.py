@@ -129,7 +129,7 @@ def _build(runner, sim, source, toplevel, build_dir, waves, cxx_opt):
     if sim == "verilator":
         # The ports, not every variable of the top module: Verilator treats a public read-write
         # variable as one VPI may write at any time, like an input, and re-evaluates all logic
-        # that reads it at every eval (a ring's top holds its registered reset and the links)
+        # that reads it at every eval (a ring's top holds its registered reset and the links).
         # A module the top instantiates by name (a ring's GPU) stays one C++ class that every
         # instance shares: the model is built once whatever the number of GPUs, and runs
         # faster than G inlined copies (less code to cache).
