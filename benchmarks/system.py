@@ -41,15 +41,13 @@ def speed_lines(sim, gpus):
     with tempfile.TemporaryDirectory(prefix="t3_bench_cache_") as cache:
         os.environ["T3_BUILD_CACHE"] = cache     # an empty cache: the build is measured
         try:
-            # 16 GPUs: the default workload's output and receive slots need 256 KiB a node
-            rows = {"memory_rows": 16} if gpus > 8 else {}
+            # (16 GPUs get 256 KiB a node: sim.system.run.memory_rows_for)
             start = time.perf_counter()
-            idle_rate(gpus, sim=sim, cycles=100, **rows)
+            idle_rate(gpus, sim=sim, cycles=100)
             build = time.perf_counter() - start
-            idle = idle_rate(gpus, sim=sim, cycles=100_000 if sim == "verilator" else 10_000,
-                             **rows)
+            idle = idle_rate(gpus, sim=sim, cycles=100_000 if sim == "verilator" else 10_000)
             spec = workload_spec(gpus)
-            r = run_config(spec, gpus, "t3", sim=sim, **rows)
+            r = run_config(spec, gpus, "t3", sim=sim)
         finally:
             if saved is None:
                 os.environ.pop("T3_BUILD_CACHE", None)

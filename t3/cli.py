@@ -12,19 +12,73 @@ system`` runs the system's benchmark.
 """
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
-from hw.params import T3Params
+from hw.params import T3Params, check_int
 from sim.blocks.tracker.demo import SIMULATORS as DEMO_SIMULATORS
 from sim.harness.runner import SIMULATORS
 from sim.system.configure import CONFIGS
 from sim.system.run import MEMORY_ROWS
+from system.ring import MAX_GPUS
 from tracker.config import TrackerParams
 
 
 __all__ = ["main", "BLOCKS"]
+
+
+def _int_arg(lo=None, hi=None, multiple=None):
+    """An argparse ``type``: an integer in ``[lo, hi]`` (a multiple of ``multiple``), refused
+    with one line that argparse prefixes with the option's name (exit 2)."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, not {text!r}") from None
+        try:
+            check_int("value", value, lo, hi)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error).removeprefix("value ")) from None
+        if multiple and value % multiple:
+            raise argparse.ArgumentTypeError(f"must be a multiple of {multiple}, not {value}")
+        return value
+    return parse
+
+
+def _output_arg(*suffixes):
+    """An argparse ``type``: a file the command will write, checked before any build or
+    simulation: its folder exists and is writable, it is not a folder, and its suffix is one
+    of ``suffixes`` (any when none are given)."""
+    def parse(text):
+        path = Path(text)
+        if suffixes and path.suffix.lower() not in suffixes:
+            raise argparse.ArgumentTypeError(
+                f"must end in {', '.join(suffixes[:-1])}{' or ' if suffixes[1:] else ''}"
+                f"{suffixes[-1]}, not {text!r}")
+        if path.is_dir():
+            raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
+        folder = path.parent if str(path.parent) else Path(".")
+        if not folder.is_dir():
+            raise argparse.ArgumentTypeError(f"folder {str(folder)!r} of {text!r} does not exist")
+        if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            raise argparse.ArgumentTypeError(f"{text!r} cannot be written")
+        return text
+    return parse
+
+
+def _folder_arg(text):
+    """An argparse ``type``: a folder the command will write into (made if missing)."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder")
+    existing = path
+    while not existing.exists():
+        existing = existing.parent if str(existing.parent) != str(existing) else Path(".")
+    if not os.access(existing, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{text!r} cannot be written")
+    return text
 
 
 def _param_args(parser, title, cls, helps, dest_prefix=""):
@@ -112,7 +166,7 @@ def _dma(args):
 
 def _node_args(parser):
     g = parser.add_argument_group("GPU node")
-    g.add_argument("--memory-rows", type=int, default=MEMORY_ROWS,
+    g.add_argument("--memory-rows", type=_int_arg(1), default=MEMORY_ROWS,
                    help=f"HBM rows per bank (default {MEMORY_ROWS}: 128 KiB)")
 
 
@@ -131,8 +185,9 @@ def _gpu(args):
 def _ring_args(parser):
     _node_args(parser)
     g = parser.add_argument_group("ring")
-    g.add_argument("--gpus", type=int, default=4, help="GPUs, 2 to 16 (default 4)")
-    g.add_argument("--link-latency", type=int, default=None,
+    g.add_argument("--gpus", type=_int_arg(2, MAX_GPUS), default=4,
+                   help=f"GPUs, 2 to {MAX_GPUS} (default 4)")
+    g.add_argument("--link-latency", type=_int_arg(2), default=None,
                    help="link latency in cycles (default: the scaled system's)")
     g.add_argument("--link-bw", default=None, metavar="NUM/DEN",
                    help="link beats per cycle as a fraction (default: the scaled system's 3/80)")
@@ -192,6 +247,7 @@ def cmd_export(args):
 def cmd_demo(args):
     from sim.blocks.tracker.demo import run_ring_step
     from sim.harness.runner import default_sim
+    _check_wave(args)
     params, tparams = _params(args), _tparams(args)
     sim = args.sim or default_sim()
     n_tiles = args.wgs * args.wfs
@@ -249,9 +305,21 @@ def _print_result(r):
           f"{engines}")
 
 
+def _check_wave(args):
+    """A waveform's suffix names what the simulator writes: FST (Icarus), else VCD."""
+    from sim.harness.runner import default_sim
+    if args.wave:
+        sim = args.sim or default_sim()
+        want = ".fst" if sim == "icarus" else ".vcd"
+        if Path(args.wave).suffix.lower() != want:
+            raise ValueError(f"--wave: {sim} writes {want[1:].upper()}: the file must end in "
+                             f"{want}, not {args.wave!r}")
+
+
 def cmd_run(args):
     import json
     from sim.system.run import run_config
+    _check_wave(args)
     spec = _workload(args)
     print(f"T3 system: {args.gpus} GPUs, {args.config}, workload {spec.name}: "
           f"{spec.m} x {spec.n} x {spec.k} {spec.dtype}")
@@ -312,17 +380,19 @@ def _workload_args(p):
     from sim.system.workload import PRESETS
     g = p.add_argument_group("workload (default: a 64 x 32*gpus GEMM whose K balances GEMM "
                              "and RS)")
-    g.add_argument("--gpus", type=int, default=4, help="GPUs in the ring, 2 to 16 (default 4)")
+    g.add_argument("--gpus", type=_int_arg(2, MAX_GPUS), default=4,
+                   help=f"GPUs in the ring, 2 to {MAX_GPUS} (default 4)")
     g.add_argument("--preset", choices=sorted(PRESETS), metavar="NAME",
                    help="a Table 2 sub-layer, scaled: " + ", ".join(sorted(PRESETS)))
-    g.add_argument("--m", type=int, help="rows of the output (default 64)")
-    g.add_argument("--n", type=int, help="columns of the output (default 32 x gpus)")
-    g.add_argument("--k", type=int, help="inner dimension per GPU (default: balanced)")
+    g.add_argument("--m", type=_int_arg(1), help="rows of the output (default 64)")
+    g.add_argument("--n", type=_int_arg(1), help="columns of the output (default 32 x gpus)")
+    g.add_argument("--k", type=_int_arg(1), help="inner dimension per GPU (default: balanced)")
     g.add_argument("--dtype", choices=("fp16", "fp32"), help="element type (default fp16)")
     p.add_argument("--sim", choices=SIMULATORS,
                    help="simulator (default: $SIM, else verilator)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the random inputs")
-    p.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    p.add_argument("--seed", type=_int_arg(0), default=1, help="seed of the random inputs")
+    p.add_argument("--json", metavar="FILE", type=_output_arg(),
+                   help="write the results as JSON")
 
 
 def cmd_docs(args):
@@ -348,13 +418,15 @@ def main(argv=None):
     demo = sub.add_parser("demo", help="the Tracker through one ring reduce-scatter step")
     demo.add_argument("--sim", choices=DEMO_SIMULATORS,
                       help="simulator (default: $SIM, else verilator)")
-    demo.add_argument("--wgs", type=int, default=128, help="workgroups (default 128)")
-    demo.add_argument("--wfs", type=int, default=4, help="wavefronts per workgroup (default 4)")
-    demo.add_argument("--tile-elems", type=int, default=256,
+    demo.add_argument("--wgs", type=_int_arg(1), default=128, help="workgroups (default 128)")
+    demo.add_argument("--wfs", type=_int_arg(1), default=4,
+                      help="wavefronts per workgroup (default 4)")
+    demo.add_argument("--tile-elems", type=_int_arg(16, multiple=16), default=256,
                       help="fp16 elements per wavefront tile, a multiple of 16 (default 256)")
-    demo.add_argument("--seed", type=int, default=1)
-    demo.add_argument("--wave", metavar="FILE", help="write a waveform for GTKWave or Surfer "
-                                                     "(FST from icarus, VCD otherwise)")
+    demo.add_argument("--seed", type=_int_arg(0), default=1)
+    demo.add_argument("--wave", metavar="FILE", type=_output_arg(".vcd", ".fst"),
+                      help="write a waveform for GTKWave or Surfer (FST from icarus, VCD "
+                           "otherwise)")
     _tracker_args(demo)
     _system_args(demo)
     demo.set_defaults(func=cmd_demo)
@@ -363,27 +435,30 @@ def main(argv=None):
     export_sub = export.add_subparsers(dest="block", required=True)
     for name, (top, add_args, _) in BLOCKS.items():
         p = export_sub.add_parser(name, help=f"module {top}")
-        p.add_argument("--out", required=True, metavar="DIR", help="output folder")
+        p.add_argument("--out", required=True, metavar="DIR", type=_folder_arg,
+                       help="output folder (made if missing)")
         add_args(p)
         _system_args(p)
         p.set_defaults(func=cmd_export)
 
     run = sub.add_parser("run", help="one configuration of the N-GPU system, end to end")
     _workload_args(run)
-    run.add_argument("--memory-rows", type=int, default=MEMORY_ROWS,
-                     help=f"HBM rows per bank of every node (default {MEMORY_ROWS}: 128 KiB; "
-                          f"16 GPUs' default workload needs 16)")
+    run.add_argument("--memory-rows", type=_int_arg(1), default=None,
+                     help=f"HBM rows per bank of every node (default {MEMORY_ROWS}, 128 KiB, "
+                          f"up to 8 GPUs; 16 beyond, which their default workload needs)")
     run.add_argument("--config", choices=CONFIGS, default="t3",
                      help="configuration (default t3)")
-    run.add_argument("--wave", metavar="FILE", help="write a waveform (VCD from Verilator, "
-                                                    "FST from Icarus) for GTKWave or Surfer")
+    run.add_argument("--wave", metavar="FILE", type=_output_arg(".vcd", ".fst"),
+                     help="write a waveform (VCD from Verilator, FST from Icarus) for GTKWave "
+                          "or Surfer")
     run.set_defaults(func=cmd_run)
 
     compare = sub.add_parser("compare", help="all configurations: the paper's Figure 16 and "
                                              "18 views")
     _workload_args(compare)
-    compare.add_argument("--plot", metavar="FILE", help="save both views as a figure (PNG, "
-                                                        "PDF or SVG by the file's suffix)")
+    compare.add_argument("--plot", metavar="FILE", type=_output_arg(".png", ".pdf", ".svg"),
+                         help="save both views as a figure (PNG, PDF or SVG by the file's "
+                              "suffix)")
     compare.set_defaults(func=cmd_compare)
 
     bench = sub.add_parser("bench", help="print a block's figures")

@@ -93,6 +93,39 @@ def test_run_refuses_bad_workloads(args, message, capsys):
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["run", "--gpus", "1"], "argument --gpus: must be an integer from 2 to 16, not 1"),
+    (["run", "--gpus", "-3"], "argument --gpus: must be an integer from 2 to 16, not -3"),
+    (["compare", "--gpus", "0"], "argument --gpus: must be an integer from 2 to 16, not 0"),
+    (["run", "--m", "1.5"], "argument --m: must be an integer, not '1.5'"),
+    (["run", "--k", "1000000000"], "k must be an integer from 1 to 349525 (a GPU's A and B"),
+    (["run", "--json", "{missing}/r.json"], "argument --json: folder '{missing}' of"),
+    (["run", "--json", "{tmp}"], "argument --json: '{tmp}' is a folder, not a file"),
+    (["run", "--wave", "{tmp}/w.txt"], "argument --wave: must end in .vcd or .fst"),
+    (["run", "--wave", "{tmp}/w.fst", "--sim", "verilator"],
+     "--wave: verilator writes VCD: the file must end in .vcd"),
+    (["compare", "--plot", "{tmp}/p.gif"], "argument --plot: must end in .png, .pdf or .svg"),
+    (["export", "tracker", "--out", "{tmp}/file"], "argument --out: '{tmp}/file' is a file"),
+    (["demo", "--wgs", "0"], "argument --wgs: must be a positive integer, not 0"),
+    (["demo", "--tile-elems", "24"], "argument --tile-elems: must be a multiple of 16, not 24"),
+    (["demo", "--sim", "icarus", "--wave", "{tmp}/w.vcd"], "icarus writes FST"),
+])
+def test_cli_refuses_bad_arguments_before_any_build(argv, message, tmp_path, capsys,
+                                                    monkeypatch):
+    """Every user error ends in exit 2 and one line naming the argument, before anything is
+    built or simulated (a build here would fail the test: the runner is replaced)."""
+    import sim.harness.runner as runner
+    monkeypatch.setattr(runner, "run_cocotb", lambda *a, **k: pytest.fail("a build started"))
+    (tmp_path / "file").write_text("")
+    fill = {"tmp": str(tmp_path), "missing": str(tmp_path / "missing")}
+    with pytest.raises(SystemExit) as exit_info:
+        main([arg.format(**fill) for arg in argv])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message.format(**fill) in err
+    assert "Traceback" not in err and len(err.strip().splitlines()[-1]) < 300
+
+
 def test_export_node_and_ring(tmp_path, capsys):
     assert main(["export", "ring", "--gpus", "2", "--out", str(tmp_path)]) == 0
     text = (tmp_path / "t3_ring.v").read_text()
@@ -100,7 +133,7 @@ def test_export_node_and_ring(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["export", "ring", "--gpus", "17", "--out", str(tmp_path)])
     assert exit_info.value.code == 2
-    assert "gpus must be an integer from 2 to 16, not 17" in capsys.readouterr().err
+    assert "argument --gpus: must be an integer from 2 to 16, not 17" in capsys.readouterr().err
 
 
 def test_compare_views_and_plot(tmp_path):

@@ -179,6 +179,28 @@ def test_axi_lite_slice_registers_every_channel():
     assert comb_paths == []
 
 
+def test_run_checks_the_engines_programs_before_a_simulator_starts(monkeypatch):
+    """A GEMM whose per-WG compute time does not fit the engine's 24-bit register is refused
+    by run_config, naming the GPU, the register and the value, before any build; the same
+    workload is fine for the Python-driven ring, which has no such register.  The default
+    run of every ring size passes the same check with the memory it gets by default."""
+    import sim.harness.runner as runner
+    from sim.system.run import ENGINE_PARAMS, check_config, memory_rows_for, run_config, \
+        system_params
+    monkeypatch.setattr(runner, "run_cocotb", lambda *a, **k: pytest.fail("a build started"))
+    from sim.system.workload import workload_spec
+    spec = GemmSpec(m=32, n=64, k=64, cus=2, flops_per_cycle=0.001)   # 131,072,000 cycles
+    with pytest.raises(ValueError, match=r"GPU 0's engine: register 'compute_cycles' is 24 "
+                                         r"bits; 131072000 does not fit"):
+        run_config(spec, 2, "t3")
+    check_config(spec, 2, "t3", *system_params(), None)
+    assert check_config(GemmSpec(m=32, n=64, k=64, cus=2), 2, "t3", *system_params(),
+                        ENGINE_PARAMS) is None
+    for gpus in range(2, 17):       # every ring size's default run fits its default memory
+        check_config(workload_spec(gpus), gpus, "t3", *system_params(memory_rows_for(gpus)),
+                     ENGINE_PARAMS)
+
+
 # --- the link model ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("latency, num, den, stall", [(4, 1, 1, 0.0), (10, 1, 4, 0.0),

@@ -17,7 +17,7 @@ from sim.system.workload import LINK_BANDWIDTH, SCALE, Workload
 
 __all__ = ["system_params", "node_params", "run_config", "check_config", "describe_scale",
            "ring_build", "idle_rate", "ENGINE_PARAMS", "CXX_OPT", "CXX_OPT_PYTHON",
-           "LINK_LATENCY", "FORMATS", "MEMORY_ROWS"]
+           "LINK_LATENCY", "FORMATS", "MEMORY_ROWS", "memory_rows_for"]
 
 
 #: Link latency of the scaled system, cycles (the paper's 500 ns at 1 GHz is 500 cycles; the
@@ -41,8 +41,14 @@ ENGINE_PARAMS = EngineParams(local_beats=4096, slots=8, buffer_beats=512, pendin
 CXX_OPT = os.environ.get("T3_CXX_OPT") or "-O2"
 CXX_OPT_PYTHON = "-O0"
 
-#: HBM rows per bank of the system's nodes (128 KiB per GPU).
+#: HBM rows per bank of the system's nodes (128 KiB per GPU) up to 8 GPUs; beyond, twice as
+#: many (:func:`memory_rows_for`): the default workload's output and receive slots grow with G.
 MEMORY_ROWS = 8
+
+
+def memory_rows_for(gpus):
+    """The HBM rows per bank a ring of ``gpus`` gets when the caller names none."""
+    return MEMORY_ROWS if gpus <= 8 else 2 * MEMORY_ROWS
 
 
 def node_params(memory_rows=MEMORY_ROWS):
@@ -65,9 +71,10 @@ def describe_scale(spec, gpus):
             f"link latency {LINK_LATENCY}); GEMM : RS estimate {est['ratio']:.2f}")
 
 
-def check_config(spec, gpus, config, params, nparams):
+def check_config(spec, gpus, config, params, nparams, eparams=None):
     """Everything the run will program, checked in Python first (the workload against the
-    ring, every driver call of every phase): a refused configuration raises ``ValueError``
+    ring, every driver call of every phase, and with ``eparams`` the engines' GEMM programs
+    against their registers and descriptors): a refused configuration raises ``ValueError``
     naming the field before any simulator starts."""
     from sim.system.driver import Driver
     from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_fused,
@@ -83,12 +90,29 @@ def check_config(spec, gpus, config, params, nparams):
         configure_fused(driver, wl, layout, "MCA" if config == "t3-mca" else "ROUND_ROBIN")
     map_ring_windows(driver, wl, "R")
     map_ring_windows(driver, wl, "C")
+    if eparams is not None:
+        from sim.system.driver import REMOTE_SPACE
+        from system.engine.config import engine_registers
+        from system.engine.model import gemm_program, pack_wg
+        regs = engine_registers(params, eparams)
+        mode = "sequential" if config == "sequential" else "t3"
+        for g in range(gpus):
+            program = gemm_program(wl, g, layout, mode, REMOTE_SPACE,
+                                   free=config == ISOLATED_RS)
+            try:
+                for name, value in program.registers.items():
+                    regs.word_writes(name, value)   # refuses a value its register cannot hold
+                for wg in program.wgs:
+                    pack_wg(params, wg)
+            except ValueError as error:
+                raise ValueError(f"GPU {g}'s engine: {error}") from None
 
 
-def ring_build(gpus, sim, *, memory_rows=MEMORY_ROWS, latency=LINK_LATENCY,
+def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
                bandwidth=LINK_BANDWIDTH, engines=True):
     """``(top name, make, cache key)`` of the ring a run uses (built once per key)."""
     from system.ring import Ring
+    memory_rows = memory_rows or memory_rows_for(gpus)
     params, nparams = system_params(memory_rows)
     eparams = ENGINE_PARAMS if engines is True else (engines or None)
     key = design_key(Ring, params.to_dict(), nparams.to_dict(), gpus, latency, bandwidth,
@@ -113,7 +137,7 @@ def idle_rate(gpus, *, sim=None, cycles=20_000, build_dir=None, **kwargs):
 
 
 def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=None,
-               progress=None, memory_rows=MEMORY_ROWS, latency=LINK_LATENCY,
+               progress=None, memory_rows=None, latency=LINK_LATENCY,
                bandwidth=LINK_BANDWIDTH, engines=True, cxx_opt=None):
     """Run ``config`` on a ring of ``gpus``; returns the result dict of
     :func:`sim.system.testbench.run_system`.  ``progress(line)`` sees the testbench's progress
@@ -124,13 +148,15 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     engines, :data:`CXX_OPT_PYTHON` without)."""
     import sim.system.testbench as tb
     sim = sim or default_sim()
+    check_int("gpus", gpus, 2, MAX_GPUS)
+    memory_rows = memory_rows or memory_rows_for(gpus)
     params, nparams = system_params(memory_rows)
-    check_config(spec, gpus, config, params, nparams)
+    eparams = ENGINE_PARAMS if engines is True else (engines or None)
+    check_config(spec, gpus, config, params, nparams, eparams)
     build_dir = Path(build_dir or tempfile.mkdtemp(prefix=f"t3_system_{config}_"))
     build_dir.mkdir(parents=True, exist_ok=True)
     progress_file = build_dir / "progress.txt"
     progress_file.write_text("")
-    eparams = ENGINE_PARAMS if engines is True else (engines or None)
     config_json = {"params": params.to_dict(), "nparams": nparams.to_dict(), "gpus": gpus,
                    "spec": spec.__dict__, "config": config, "seed": seed,
                    "progress": str(progress_file),

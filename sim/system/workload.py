@@ -57,6 +57,10 @@ SCALE = PAPER["hbm_bytes_per_cycle"] / MODEL_HBM_BYTES_PER_CYCLE
 LINK_BANDWIDTH = (3, 80)
 
 
+#: The most elements a GPU's two operands (A and B) may have together.
+MAX_OPERAND_ELEMS = 1 << 26
+
+
 @dataclasses.dataclass(frozen=True)
 class GemmSpec:
     """One GEMM ``M x N x K`` per GPU and its execution model (see the module doc)."""
@@ -74,6 +78,9 @@ class GemmSpec:
     def __post_init__(self):
         for field in ("m", "n", "k", "tile_rows", "tile_cols", "wfs_per_wg", "cus"):
             check_int(field, getattr(self, field), 1)
+        # each GPU's A (m x k) and B (k x n) are made in numpy: keep them to 2**26 elements
+        check_int("k", self.k, 1, MAX_OPERAND_ELEMS // (self.m + self.n),
+                  note=f"a GPU's A and B, (m + n) x k elements, at most 2**26")
         if self.dtype not in ("fp16", "fp32"):
             raise ValueError(f"dtype must be 'fp16' or 'fp32', not {self.dtype!r}")
         if self.flops_per_cycle is not None and not self.flops_per_cycle > 0:
@@ -281,6 +288,8 @@ def workload_spec(gpus, preset_name=None, m=None, n=None, k=None, dtype=None):
     x k`` GEMM whose unset dimensions default to :data:`DEFAULT_M` rows,
     :data:`DEFAULT_N_PER_GPU` columns per GPU and the ``K`` that balances GEMM and
     reduce-scatter (:func:`balanced_k`)."""
+    from system.ring import MAX_GPUS
+    check_int("gpus", gpus, 2, MAX_GPUS)
     dtype = dtype or "fp16"
     if preset_name:
         if any(v is not None for v in (m, n, k)):
