@@ -282,11 +282,12 @@ def test_fused_configuration_fits_every_ring(gpus):
 
 
 def _refused(driver, message, call, *args, **kwargs):
-    before = [driver.named_writes(g) for g in range(driver.gpus)]
+    before = driver.configuration()
+    writes = [driver.named_writes(g) for g in range(driver.gpus)]
     with pytest.raises(ValueError, match=message):
         call(*args, **kwargs)
-    after = [driver.named_writes(g) for g in range(driver.gpus)]
-    assert before == after, "a refused call changed the configuration"
+    assert driver.configuration() == before, "a refused call changed the configuration"
+    assert [driver.named_writes(g) for g in range(driver.gpus)] == writes
 
 
 def test_driver_refusals_name_the_field_and_touch_nothing():
@@ -313,6 +314,31 @@ def test_driver_refusals_name_the_field_and_touch_nothing():
     _refused(driver, "granularity 3 does not divide", driver.dma_map, c0.cols_range(0, 16), 3,
              c3.cols_range(0, 16), granularity=3)
     _refused(driver, "policy must be one of", driver.set_arbitration, "fastest")
+    # what the hardware would drop or misread: refused before it is programmed
+    c1 = driver.buffer(1, "C")
+    _refused(driver, r"dst_gpu must be GPU 0's ring neighbour 3 .*, not 1", driver.dma_map,
+             c0.cols_range(0, 16), 1, c1.cols_range(0, 16))
+    _refused(driver, r"dst_gpu must be GPU 0's ring neighbour 3 .*, not 0", driver.remote_map,
+             c0.cols_range(0, 16), 0, c0.cols_range(16, 16))
+    from sim.system.run import node_params          # the system's ALUs: fp16 and fp32
+    adds = Driver(P, node_params(), 4)
+    b0, b3 = adds.malloc("b0", 0, 16, 16, "bf16"), adds.malloc("b3", 3, 16, 16, "bf16")
+    _refused(adds, r"op 'update' on bf16: the nodes' near-bank ALUs add fp16, fp32 only",
+             adds.dma_map, b0.whole(), 3, b3.whole())
+    assert adds.dma_map(b0.whole(), 3, b3.whole(), op="store") == 0     # a copy needs no ALU
+    _refused(driver, "tracked_at_dst must be True or False, not 'no'", driver.dma_map,
+             c0.cols_range(0, 16), 3, c3.cols_range(0, 16), tracked_at_dst="no")
+    _refused(driver, r"tile must be \(tile_rows, tile_cols\), not None", driver.dma_map,
+             c0.cols_range(0, 16), 3, c3.cols_range(0, 16), tile=None)
+    _refused(driver, r"src must be a Range \(Buffer.cols_range or Buffer.whole\), not None",
+             driver.remote_map, None, 3, c3.cols_range(0, 16))
+    _refused(driver, "auto_threshold must be True or False, not 2", driver.set_arbitration,
+             "MCA", auto_threshold=2)
+    _refused(driver, r"tracked_gpu must be an integer from 0 to 3 .*, not 99", driver.gemm,
+             c0, [[0]], 1, tracked_gpu=99)
+    _refused(driver, "first must be a non-negative integer, not 1.5", c0.cols_range, 1.5, 2)
+    with pytest.raises(ValueError, match="gpus must be an integer from 2 to 16, not 17"):
+        Driver(P, NP, 17)
     # more open tiles in one Tracker set than it has ways
     stages = [[k * NP.tracker.sets for k in range(5)], []]
     _refused(driver, "set 0 would hold 10 open tiles", driver.gemm, c0, stages, 2)

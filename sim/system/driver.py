@@ -19,6 +19,7 @@ from mc_arbiter.config import Policy
 from mc_arbiter.config import register_values as arbiter_values
 from tracker.config import Region, check_regions, check_schedule
 from tracker.config import register_values as tracker_values
+from system.ring import MAX_GPUS
 
 
 __all__ = ["Buffer", "Range", "Driver", "ETYPES"]
@@ -53,7 +54,9 @@ class Buffer:
 
     def cols_range(self, first, count):
         """The :class:`Range` of columns ``[first, first + count)``."""
-        if not 0 <= first or count < 1 or first + count > self.cols:
+        check_int("first", first, 0)
+        check_int("count", count, 1)
+        if first + count > self.cols:
             raise ValueError(f"columns [{first}, {first + count}) are outside buffer "
                              f"{self.name!r} of {self.cols} columns")
         return Range(self, first, count)
@@ -100,7 +103,7 @@ class Driver:
 
     def __init__(self, params: T3Params, nparams: NodeParams, gpus):
         self.params, self.nparams = params, nparams
-        self.gpus = check_int("gpus", gpus, 2)
+        self.gpus = check_int("gpus", gpus, 2, MAX_GPUS)
         self.capacity = nparams.memory_bytes(params)
         self._gpu = [_GPUConfig(next_free=0) for _ in range(gpus)]
 
@@ -108,6 +111,22 @@ class Driver:
 
     def _check_gpu(self, name, gpu):
         return check_int(name, gpu, 0, self.gpus - 1, note="a GPU of the ring")
+
+    def _check_neighbour(self, src, dst_gpu):
+        """The links run from GPU ``g`` to GPU ``g - 1`` only: a window or command to any
+        other GPU (itself included) would be dropped by the receiver (``rx_wrong_gpu``)."""
+        gpu = src.buffer.gpu
+        want = (gpu - 1) % self.gpus
+        if dst_gpu != want:
+            raise ValueError(f"dst_gpu must be GPU {gpu}'s ring neighbour {want} (the link "
+                             f"from GPU g goes to GPU g - 1), not {dst_gpu!r}")
+
+    @staticmethod
+    def _check_range(name, value):
+        if not isinstance(value, Range):
+            raise ValueError(f"{name} must be a Range (Buffer.cols_range or Buffer.whole), "
+                             f"not {value!r}")
+        return value
 
     def _transaction(self, change):
         """Apply ``change(state)`` to a copy, validate the copy, then keep it: a refused
@@ -125,6 +144,11 @@ class Driver:
         caps = {g: self.capacity for g in range(self.gpus)}
         check_commands(p, n.dma, cfg.commands, dst_capacity=caps, gpus=self.gpus)
         check_remote(p, n.dma, cfg.remote, dst_capacity=caps)
+
+    def configuration(self):
+        """A copy of every GPU's configuration (buffers, next free byte, regions, commands,
+        remote window, arbitration): what a refused call must leave as it was."""
+        return copy.deepcopy(self._gpu)
 
     def buffer(self, gpu, name):
         try:
@@ -176,7 +200,10 @@ class Driver:
         """CU stores of ``src``'s GPU to ``src`` go to ``dst`` on ``dst_gpu`` instead
         (fine-grained remote stores).  The window's source side is placed in the remote address
         space (:data:`REMOTE_SPACE` + offset): the kernel stores there."""
+        self._check_range("src", src)
+        self._check_range("dst", dst)
         self._check_gpu("dst_gpu", dst_gpu)
+        self._check_neighbour(src, dst_gpu)
         if dst.buffer.gpu != dst_gpu:
             raise ValueError(f"dst range is on GPU {dst.buffer.gpu}, not dst_gpu {dst_gpu}")
         if src.size != dst.size:
@@ -202,10 +229,21 @@ class Driver:
         send it to ``dst`` on ``dst_gpu`` (``op`` ``"update"``: op-and-store, ``"store"``:
         copy).  Programs one Tracker region and one DMA command on ``src``'s GPU; ``tile`` is
         the GEMM's ``(tile_rows, tile_cols)``; ``granularity`` tiles per DMA block."""
+        self._check_range("src", src)
+        self._check_range("dst", dst)
         self._check_gpu("dst_gpu", dst_gpu)
+        self._check_neighbour(src, dst_gpu)
         ops = {"update": Op.UPDATE, "store": Op.STORE}
         if op not in ops:
             raise ValueError(f"op must be 'update' or 'store', not {op!r}")
+        adds = self.nparams.nmc.formats
+        if op == "update" and src.buffer.dtype not in adds:
+            raise ValueError(f"op 'update' on {src.buffer.dtype}: the nodes' near-bank ALUs "
+                             f"add {', '.join(adds)} only (NMCParams.formats)")
+        if not isinstance(tracked_at_dst, bool):
+            raise ValueError(f"tracked_at_dst must be True or False, not {tracked_at_dst!r}")
+        if not (isinstance(tile, tuple) and len(tile) == 2):
+            raise ValueError(f"tile must be (tile_rows, tile_cols), not {tile!r}")
         if dst.buffer.gpu != dst_gpu:
             raise ValueError(f"dst range is on GPU {dst.buffer.gpu}, not dst_gpu {dst_gpu}")
         if (src.buffer.rows, src.count, src.buffer.dtype) != \
@@ -256,6 +294,8 @@ class Driver:
             except KeyError:
                 raise ValueError(f"policy must be one of {[p.name for p in Policy]}, "
                                  f"not {policy!r}") from None
+        if not isinstance(auto_threshold, bool):
+            raise ValueError(f"auto_threshold must be True or False, not {auto_threshold!r}")
         arbiter_values(self.nparams.arbiter, policy, threshold=threshold,
                        auto_threshold=auto_threshold)     # validates
 
@@ -274,7 +314,7 @@ class Driver:
         if update and not out.uncached:
             raise ValueError(f"gemm(update=True) needs an uncached output buffer; "
                              f"{out.name!r} is cached")
-        gpu = out.gpu if tracked_gpu is None else tracked_gpu
+        gpu = out.gpu if tracked_gpu is None else self._check_gpu("tracked_gpu", tracked_gpu)
         if update:
             check_schedule(self.params, self.nparams.tracker, stages, wfs_per_wg)
         return {"gpu": gpu, "out": out, "update": update}
