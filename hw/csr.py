@@ -46,7 +46,8 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 
-__all__ = ["Field", "Reg", "RegisterFile", "csr_signature", "count", "CSR_DATA_BITS"]
+__all__ = ["Field", "Reg", "RegisterFile", "csr_signature", "count", "accumulate",
+           "CSR_DATA_BITS"]
 
 
 CSR_DATA_BITS = 32
@@ -379,6 +380,22 @@ class RegisterFile:
                     kind = ("live: " if f.live else "sticky: ") if access == "w1c" else ""
                     lines.append(f"| {where} | {f.bits} | `{f.name}` | {kind}{f.doc} |")
         return "\n".join(lines)
+
+
+def accumulate(m: Module, counter, amount, clear=None):
+    """Statistics sum: ``counter`` clears on ``clear`` (which wins; none when ``None``), else
+    adds ``amount``, saturating at its maximum like :func:`count` (a sum never wraps to a
+    small, wrong value)."""
+    top = (1 << len(counter)) - 1
+    total = counter + amount
+    saturated = Mux(total > top, top, total)
+    if clear is None:
+        m.d.sync += counter.eq(saturated)
+        return
+    with m.If(clear):
+        m.d.sync += counter.eq(0)
+    with m.Else():
+        m.d.sync += counter.eq(saturated)
 
 
 def count(m: Module, counter, event, clear):

@@ -6,7 +6,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
-from hw.csr import count, csr_signature
+from hw.csr import accumulate, count, csr_signature
 from hw.interfaces import Stream, mem_request_layout
 from hw.params import T3Params
 from .config import STARVE_BITS, ArbiterParams, Policy, arbiter_registers
@@ -230,7 +230,8 @@ class MCArbiter(wiring.Component):
             m.d.sync += [calibrating.eq(1), run_sum.eq(0), run_cycles.eq(0)]
             m.d.sync += [acc.eq(0) for acc in below]
         with m.Elif(calibrating):
-            m.d.sync += [run_sum.eq(run_sum + compute_occ), run_cycles.eq(run_cycles + 1)]
+            accumulate(m, run_sum, compute_occ)
+            accumulate(m, run_cycles, 1)
             m.d.sync += [acc.eq(acc + compute_occ - regs.rw(f"calib{i}_bound"))
                          for i, acc in enumerate(below)]
         with m.If(self.calib_end & calibrating):
@@ -252,16 +253,19 @@ class MCArbiter(wiring.Component):
                             ("forced", forced & issue_comm & ~draining_now),
                             ("cycles", Const(1))):
             count(m, counters[name], event, clear)
+        # sums and waits saturate like the counters (hw.csr.accumulate)
+        accumulate(m, occ_sum, mcq.level, clear)
+        wait_top = (1 << len(comm_wait_run)) - 1
+        waited = Mux(comm_wait_run == wait_top, wait_top, comm_wait_run + 1)
         with m.If(clear):
-            m.d.sync += [peak.eq(0), occ_sum.eq(0), comm_max_wait.eq(0), comm_wait_run.eq(0)]
+            m.d.sync += [peak.eq(0), comm_max_wait.eq(0), comm_wait_run.eq(0)]
         with m.Else():
             with m.If(mcq.level > peak):
                 m.d.sync += peak.eq(mcq.level)
-            m.d.sync += occ_sum.eq(occ_sum + mcq.level)
             with m.If(m_valid & ~issue_comm):
-                m.d.sync += comm_wait_run.eq(comm_wait_run + 1)
-                with m.If(comm_wait_run + 1 > comm_max_wait):
-                    m.d.sync += comm_max_wait.eq(comm_wait_run + 1)
+                m.d.sync += comm_wait_run.eq(waited)
+                with m.If(waited > comm_max_wait):
+                    m.d.sync += comm_max_wait.eq(waited)
             with m.Else():
                 m.d.sync += comm_wait_run.eq(0)
         return m

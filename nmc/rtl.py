@@ -8,7 +8,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib import data
 from amaranth.lib.wiring import In, Out
 
-from hw.csr import count, csr_signature
+from hw.csr import accumulate, count, csr_signature
 from hw.interfaces import Op, Stream, mem_request_layout, mem_response_layout
 from hw.params import T3Params
 from .alu import NearBankALU
@@ -201,10 +201,7 @@ class NMCUnit(wiring.Component):
         alu_error = alu.o.valid & alu.o.payload.error & ~s2_err
         regs.status(m, "status", refused=do_err | alu_error)
         # errors: an address error and an ALU error can land in the same cycle
-        with m.If(clear):
-            m.d.sync += counters["errors"].eq(0)
-        with m.Else():
-            m.d.sync += counters["errors"].eq(counters["errors"] + do_err + alu_error)
+        accumulate(m, counters["errors"], do_err + alu_error, clear)
         count(m, counters["busy"], self.cmd.valid, clear)
         for s_name, s_code in (("compute", Stream.COMPUTE), ("comm", Stream.COMM)):
             here = do_col & (c.stream == s_code)

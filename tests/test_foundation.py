@@ -213,6 +213,45 @@ def test_register_fields_in_the_rtl_status_command_and_views():
 
 # --- export -----------------------------------------------------------------------------------
 
+def test_counters_and_sums_saturate_and_clear():
+    """hw.csr.count and hw.csr.accumulate on 4-bit registers: they add what they are given,
+    stop at 15 instead of wrapping, and a clear wins over an event in the same cycle."""
+    from amaranth import Elaboratable, Module, Signal
+    from hw.csr import accumulate, count
+
+    class Dut(Elaboratable):
+        def __init__(self):
+            self.event, self.amount, self.clear = Signal(), Signal(3), Signal()
+            self.n, self.total = Signal(4), Signal(4)
+
+        def elaborate(self, platform):
+            m = Module()
+            count(m, self.n, self.event, self.clear)
+            accumulate(m, self.total, self.amount, self.clear)
+            return m
+
+    dut = Dut()
+    steps = [(1, 5, 0)] * 4 + [(1, 7, 1), (1, 7, 0), (0, 0, 0)] + [(1, 7, 0)] * 3
+    seen, n, total = [], 0, 0
+    want = []
+    for event, amount, clear in steps:
+        n = 0 if clear else min(15, n + event)
+        total = 0 if clear else min(15, total + amount)
+        want.append((n, total))
+
+    async def bench(ctx):
+        for event, amount, clear in steps:
+            ctx.set(dut.event, event)
+            ctx.set(dut.amount, amount)
+            ctx.set(dut.clear, clear)
+            await ctx.tick()
+            seen.append((ctx.get(dut.n), ctx.get(dut.total)))
+
+    run_testbench(dut, bench)
+    assert seen == want
+    assert seen[3] == (4, 15) and seen[4] == (0, 0) and seen[-1] == (4, 15)
+
+
 def test_export_refuses_a_constant_only_comb_block():
     """A comb signal with a constant-only part becomes an ``always @*`` block with nothing to
     trigger it: simulators never run it, so the export refuses the design, naming it."""
