@@ -70,9 +70,12 @@ STATUS = Reg("status", None, "w1c", "errors", fields=(
                                "dropped"),
     Field("remote_range", doc="a remote store outside the remote window (or a read); dropped"),
     Field("mem_error", doc="a tile read came back with the error flag (data sent as read)"),
-    Field("resp_order", doc="a read response's tag was not the next one expected"),
+    Field("resp_order", doc="a read response's tag was not the next one expected (an extra "
+                            "or a lost response); dropped, and the tile waits"),
     Field("rx_framing", doc="a received packet was malformed (see docs/dma.md)"),
-    Field("rx_wrong_gpu", doc="a received packet was addressed to another GPU; dropped")))
+    Field("rx_wrong_gpu", doc="a received packet was addressed to another GPU; dropped"),
+    Field("cmd_busy", doc="a write to a command's registers while it holds tiles of an "
+                          "incomplete block (or dispatches one); ignored: `forget` first")))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +130,13 @@ class DMAParams:
         return 1 << self.gpu_bits
 
     def check_against(self, params: T3Params):
-        """Refuse a geometry whose link header does not fit one beat of ``params``."""
+        """Refuse a geometry whose link header does not fit one beat of ``params``, and tags
+        too narrow to check the read responses (the engine drops a response whose tag is not
+        the next one expected; without tags an extra or lost response would go unnoticed and
+        shift every later beat)."""
+        if params.tag_bits < 1:
+            raise ValueError(f"the DMA engine checks its read responses by tag: tag_bits must "
+                             f"be at least 1, not {params.tag_bits}")
         size = header_layout(params, self).size
         if size > params.beat_bits:
             raise ValueError(f"the link header needs {size} bits, more than one beat of "

@@ -120,6 +120,24 @@ class DMAModel:
         self.sent += packets
         return packets
 
+    def program(self, index, command, writes=8):
+        """Write command ``index`` (a :class:`dma.config.Command`, or ``None`` to switch it
+        off) with ``writes`` register writes (``register_values`` makes 8); refused, with
+        ``status.cmd_busy`` and one error per write, while the command holds tiles of an
+        incomplete block.  Returns whether the writes were taken."""
+        if self.held[index]:
+            for _ in range(writes):
+                self._error(Status.CMD_BUSY)
+            return False
+        self.commands += [None] * (index + 1 - len(self.commands))
+        self.commands[index] = command
+        return True
+
+    def forget(self):
+        """``cmd.forget``: the held tiles are forgotten."""
+        for held in self.held.values():
+            held.clear()
+
     def _tile_packet(self, cmd, t, memory):
         p = self.params
         addrs = tile_beat_addresses(p, cmd, t["addr"])

@@ -120,7 +120,7 @@ class DMAEngine(wiring.Component):
         gpu_id = regs.rw("gpu_id")
         ev = {k: Signal(name=f"ev_{k}") for k in (
             "no_command", "out_of_region", "remote_range", "mem_error", "resp_order",
-            "rx_framing", "rx_wrong_gpu")}
+            "rx_framing", "rx_wrong_gpu", "cmd_busy")}
         regs.status(m, "status", **ev)
         n_errors = Signal(range(len(ev) + 1))
         m.d.comb += n_errors.eq(sum(v for v in ev.values()))
@@ -205,7 +205,7 @@ class DMAEngine(wiring.Component):
         with m.If(job_taken):
             m.d.sync += job_v.eq(0)
 
-        with m.FSM(name="dispatch"):
+        with m.FSM(name="dispatch") as dispatch:
             with m.State("TAKE"):
                 with m.If(trig_q.r_rdy & enable & ~forget_blocks):
                     m.d.comb += trig_q.r_en.eq(1)
@@ -257,7 +257,7 @@ class DMAEngine(wiring.Component):
                             pend_w.data.eq(cur),
                             pend_w.en.eq(1),
                         ]
-                        with m.If(held[c_idx] + 1 == granularity):
+                        with m.If(held[c_idx] + 1 >= granularity):
                             m.d.sync += [held[c_idx].eq(0), rel_k.eq(0)]
                             m.d.comb += inc["blocks"].eq(1)
                             m.next = "RELEASE"
@@ -274,6 +274,18 @@ class DMAEngine(wiring.Component):
         with m.If(forget_blocks):           # after the FSM: a forget wins over a count
             for c in range(n):
                 m.d.sync += held[c].eq(0)
+
+        # A command's registers cannot change under tiles it holds or a trigger it dispatches
+        # (the held tiles would leave with the new destination, or overrun their slots under a
+        # lower granularity): such a write is refused and latches status.cmd_busy.
+        cmd_fields = ("mode", "src_base", "dst_base", "rows", "cols", "ld", "tile_rows",
+                      "tile_cols")
+        refused = []
+        for c in range(n):
+            busy = (held[c] != 0) | (~dispatch.ongoing("TAKE") & (c_idx == c)) | \
+                (trig_q.r_en & (head.region == c))
+            refused.append(regs.lock(m, [f"cmd{c}_{f}" for f in cmd_fields], busy))
+        m.d.comb += ev["cmd_busy"].eq(Cat(*refused).any())
 
         # --- address generator: job -> header queue + beat reads ------------------------------
         m.submodules.hdr_q = hdr_q = SyncFIFOBuffered(
@@ -323,15 +335,21 @@ class DMAEngine(wiring.Component):
                                                         depth=dp.buffer_beats)
         exp_tag = Signal(max(1, p.tag_bits))
         # the tag issued with a read is the value of rd_tag before the increment
+        # A response whose tag is not the next one expected is an extra (a duplicate) or
+        # follows a lost one: it is taken and dropped, so no tile carries a beat that belongs
+        # elsewhere; after a lost response every later one is dropped too and the engine's
+        # tiles wait (status.resp_order tells the host), rather than shift.
+        in_order = Signal()
         m.d.comb += [
+            in_order.eq(self.resp.payload.tag == exp_tag),
             data_q.w_data.eq(self.resp.payload.data),
-            data_q.w_en.eq(self.resp.valid),
-            self.resp.ready.eq(data_q.w_rdy),
+            data_q.w_en.eq(self.resp.valid & in_order),
+            self.resp.ready.eq(data_q.w_rdy | ~in_order),
         ]
-        with m.If(self.resp.valid & data_q.w_rdy):
+        with m.If(self.resp.valid & ~in_order):
+            m.d.comb += ev["resp_order"].eq(1)
+        with m.If(self.resp.valid & in_order & data_q.w_rdy):
             m.d.sync += exp_tag.eq(exp_tag + 1)
-            if p.tag_bits:
-                m.d.comb += ev["resp_order"].eq(self.resp.payload.tag != exp_tag)
             m.d.comb += ev["mem_error"].eq(self.resp.payload.error)
 
         # --- remote stores: window check and write combining -----------------------------------
@@ -470,30 +488,44 @@ class DMAEngine(wiring.Component):
         rx_hs = Signal()
         m.d.comb += rx_hs.eq(rx.tvalid & rx.tready)
 
+        # A header beat (tuser) where payload was due ends the packet it cut short (what arrived
+        # of that packet was written where its header said; status.rx_framing) and is taken as
+        # the next header, so a truncated packet never moves the next packet's payload; a
+        # header beat while dropping ends the drop the same way.
+        def take_header(cut):
+            m.d.comb += rx.tready.eq(1)
+            with m.If(rx_hs):
+                bad_frame = ~rx.tuser | rx.tlast | (rx_head.beats == 0) | \
+                    (rx_head.seg_beats == 0)
+                with m.If(bad_frame):
+                    m.d.comb += ev["rx_framing"].eq(1)
+                    with m.If(rx.tlast):
+                        m.next = "HEADER"
+                    with m.Else():
+                        m.next = "DROP"
+                with m.Elif(rx_head.dst_gpu != gpu_id):
+                    m.d.comb += ev["rx_wrong_gpu"].eq(1)
+                    m.next = "DROP"
+                with m.Else():
+                    m.d.sync += [
+                        rx_hdr.eq(rx_head), rx_addr.eq(rx_head.addr),
+                        rx_seg.eq(rx_head.addr), rx_in_seg.eq(0),
+                        rx_left.eq(rx_head.beats),
+                    ]
+                    m.d.comb += inc["packets_received"].eq(1)
+                    m.next = "PAYLOAD"
+                if cut:
+                    m.d.comb += ev["rx_framing"].eq(1)      # the packet it cut short
+
         with m.FSM(name="depacketize"):
             with m.State("HEADER"):
-                m.d.comb += rx.tready.eq(1)
-                with m.If(rx_hs):
-                    bad_frame = ~rx.tuser | rx.tlast | (rx_head.beats == 0) | \
-                        (rx_head.seg_beats == 0)
-                    with m.If(bad_frame):
-                        m.d.comb += ev["rx_framing"].eq(1)
-                        with m.If(~rx.tlast):
-                            m.next = "DROP"
-                    with m.Elif(rx_head.dst_gpu != gpu_id):
-                        m.d.comb += ev["rx_wrong_gpu"].eq(1)
-                        m.next = "DROP"
-                    with m.Else():
-                        m.d.sync += [
-                            rx_hdr.eq(rx_head), rx_addr.eq(rx_head.addr),
-                            rx_seg.eq(rx_head.addr), rx_in_seg.eq(0),
-                            rx_left.eq(rx_head.beats),
-                        ]
-                        m.d.comb += inc["packets_received"].eq(1)
-                        m.next = "PAYLOAD"
+                take_header(cut=False)
             with m.State("PAYLOAD"):
-                m.d.comb += rx.tready.eq(rx_free)
-                with m.If(rx_hs):
+                with m.If(rx.tvalid & rx.tuser):
+                    take_header(cut=True)
+                with m.Else():
+                    m.d.comb += rx.tready.eq(rx_free)
+                with m.If(rx_hs & ~rx.tuser):
                     m.d.sync += [
                         rxq_v.eq(1),
                         rxq.addr.eq(rx_addr), rxq.data.eq(rx.tdata), rxq.mask.eq(rx.tkeep),
@@ -508,9 +540,9 @@ class DMAEngine(wiring.Component):
                                      rx_addr.eq(rx_seg + rx_hdr.stride)]
                     with m.Else():
                         m.d.sync += [rx_in_seg.eq(rx_in_seg + 1), rx_addr.eq(rx_addr + beat)]
-                    with m.If(rx.tuser | (rx.tlast & (rx_left != 1))):
-                        # a header where payload was due, or a short packet: what arrived
-                        # is written where the header said; the rest is never invented
+                    with m.If(rx.tlast & (rx_left != 1)):
+                        # a short packet: what arrived is written where the header said;
+                        # the rest is never invented
                         m.d.comb += ev["rx_framing"].eq(1)
                     with m.If(rx.tlast):
                         m.next = "HEADER"
@@ -518,9 +550,12 @@ class DMAEngine(wiring.Component):
                         m.d.comb += ev["rx_framing"].eq(1)   # longer than its header says
                         m.next = "DROP"
             with m.State("DROP"):
-                m.d.comb += rx.tready.eq(1)
-                with m.If(rx_hs & rx.tlast):
-                    m.next = "HEADER"
+                with m.If(rx.tvalid & rx.tuser):
+                    take_header(cut=False)
+                with m.Else():
+                    m.d.comb += rx.tready.eq(1)
+                    with m.If(rx_hs & rx.tlast):
+                        m.next = "HEADER"
 
         # --- memory request arbiter: tile reads and received writes ---------------------------
         mem = self.mem

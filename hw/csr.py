@@ -28,7 +28,10 @@ Bus timing (``csr`` port, seen from the block)
 Access kinds
 ------------
 ``rw``
-    Storage lives in the register file; the block reads :meth:`RegisterFile.rw`.
+    Storage lives in the register file; the block reads :meth:`RegisterFile.rw`, may see a
+    write coming (:meth:`RegisterFile.write_strobe`) and may refuse writes while it depends on
+    the value (:meth:`RegisterFile.lock`: the write is ignored and the refusal is a strobe the
+    block latches in its ``status``).
 ``ro``
     Read-only view of a value the block supplies; writes are ignored.
 ``w1c``
@@ -41,7 +44,7 @@ Access kinds
 import dataclasses
 import enum
 
-from amaranth import Module, Mux, Signal, Value, unsigned
+from amaranth import Cat, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -214,6 +217,7 @@ class RegisterFile:
         self._storage = {}
         self._w_stb = {}
         self._status = {}
+        self._locked = {}
         word = 0
         for reg in self.regs:
             if reg.name in self._addr:
@@ -225,7 +229,8 @@ class RegisterFile:
                                                  name=f"reg_{reg.name}",
                                                  init=reg.decode(reg.reset) if reg.fields
                                                  else reg.reset)
-            if reg.access in ("w1c", "wo"):
+                self._locked[reg.name] = Signal(name=f"reg_{reg.name}_locked")
+            if reg.access in ("rw", "w1c", "wo"):
                 self._w_stb[reg.name] = Signal(name=f"reg_{reg.name}_w_stb")
             if reg.access == "w1c" and reg.fields:
                 self._status[reg.name] = Signal(reg.layout, name=f"reg_{reg.name}")
@@ -272,8 +277,24 @@ class RegisterFile:
         return self._storage[name]
 
     def write_strobe(self, name):
-        """One-cycle strobe: the host writes ``w1c``/``wo`` register ``name`` this cycle."""
+        """One-cycle strobe: the host writes register ``name`` (any of its words) this cycle
+        (for a locked ``rw`` register, whether or not the write is taken)."""
         return self._w_stb[name]
+
+    def lock(self, m: Module, names, locked):
+        """Refuse host writes to the ``rw`` registers ``names`` while ``locked`` is high: such a
+        write leaves the register unchanged.  Returns a one-cycle strobe, high when a write is
+        refused, for the block to latch in its ``status`` (and count).  Each register can be
+        locked once."""
+        refused = []
+        for name in names:
+            if self[name].access != "rw":
+                raise ValueError(f"register {name!r} is not a rw register")
+            m.d.comb += self._locked[name].eq(locked)
+            refused.append(self._w_stb[name])
+        strobe = Signal(name=f"reg_refused_{names[0]}")
+        m.d.comb += strobe.eq(locked & Cat(*refused).any())
+        return strobe
 
     def write_data(self, name):
         """The value being written to ``w1c``/``wo`` register ``name`` (valid with its strobe;
@@ -351,9 +372,11 @@ class RegisterFile:
             base = self._addr[reg.name]
             if reg.access == "rw":
                 storage = self._storage[reg.name]
+                hit = [bus.addr == base + k for k in range(reg.words)]
+                m.d.comb += self._w_stb[reg.name].eq(bus.w_stb & Cat(*hit).any())
                 for k in range(reg.words):
                     lo, hi = k * CSR_DATA_BITS, min((k + 1) * CSR_DATA_BITS, reg.width)
-                    with m.If(bus.w_stb & (bus.addr == base + k)):
+                    with m.If(bus.w_stb & hit[k] & ~self._locked[reg.name]):
                         m.d.sync += Value.cast(storage)[lo:hi].eq(bus.w_data[:hi - lo])
             elif reg.access in ("w1c", "wo"):
                 m.d.comb += self._w_stb[reg.name].eq(bus.w_stb & (bus.addr == base))

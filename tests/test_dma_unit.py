@@ -108,7 +108,7 @@ def test_random_loopback(seed, t3_options):
 
 
 @pytest.mark.parametrize("params, dparams", [
-    (T3Params(tag_bits=0), DMAParams(commands=1, max_granularity=1, buffer_beats=4,
+    (T3Params(tag_bits=1), DMAParams(commands=1, max_granularity=1, buffer_beats=4,
                                      trigger_depth=2)),
     (T3Params(tag_bits=2, addr_bits=24), DMAParams(commands=3, max_granularity=5,
                                                    buffer_beats=6, trigger_depth=3)),
@@ -185,13 +185,47 @@ def test_remote_stores_are_combined():
     assert sum(sizes) == 6 and max(sizes) < 6, sizes
 
 
-def test_memory_errors_and_tag_order_latch():
-    """A read answered with the error flag, and one with an unexpected tag: both latch their
-    status bit and count; the data still goes out as read (nothing is dropped)."""
+def test_memory_errors_latch_and_data_goes_out():
+    """A read answered with the error flag latches ``mem_error`` and counts; the data still
+    goes out as read (nothing is dropped)."""
     scenario = random_scenario(P, DP, 5)
-    run, _ = run_and_check(P, DP, scenario, error_reads={3}, bad_tags={5},
-                           extra_status=Status.MEM_ERROR | Status.RESP_ORDER, extra_errors=2)
-    assert run.regs["status"] == Status.MEM_ERROR | Status.RESP_ORDER
+    run, _ = run_and_check(P, DP, scenario, error_reads={3}, extra_status=Status.MEM_ERROR,
+                           extra_errors=1)
+    assert run.regs["status"] == Status.MEM_ERROR
+
+
+def test_an_extra_response_is_dropped():
+    """A read answered twice: the duplicate is dropped (``resp_order``, one error) and every
+    tile still arrives intact, the later ones included (it used to shift them all a beat)."""
+    scenario = random_scenario(P, DP, 5)
+    run, _ = run_and_check(P, DP, scenario, extra_resps={3}, extra_status=Status.RESP_ORDER,
+                           extra_errors=1, **STALLS)
+    assert run.regs["status"] == Status.RESP_ORDER
+
+
+@pytest.mark.parametrize("fault", ["lost_resps", "bad_tags"])
+def test_a_lost_response_stops_the_tiles(fault):
+    """A read never answered (or answered with another tag): the responses after it are
+    dropped (``resp_order``), the tiles before it arrive intact, and no later tile is sent
+    complete: their payload is never shifted into place of the missing beat."""
+    scenario = random_scenario(P, DP, 5, commands=1)
+    from dma.model import DMAModel
+    model = DMAModel(P, DP, scenario.commands, scenario.gpu_id, scenario.remote)
+    want = [pk for t in scenario.triggers for pk in model.trigger(t, bytearray(scenario.memory))]
+    assert len(want) >= 3, "the scenario needs three tiles"
+    lost = len(want[0].beats) + len(want[1].beats) + 1        # the third tile's second beat
+    run = simulate_dma(P, DP, dataclasses.replace(scenario, remote_stores=[]), link="sink",
+                       **{fault: {lost}}, seed=2, resp_pause=0.2, mem_stall=0.2)
+    got = run.env.packets()
+    assert got == want[:2], f"{len(got)} packets sent, the first two expected intact"
+    assert run.regs["status"] == Status.RESP_ORDER and run.regs["errors"] >= 1
+    assert run.regs["tiles_sent"] == 3      # the third one's header left with its first beat
+
+
+def test_tags_are_required():
+    with pytest.raises(ValueError, match=r"^the DMA engine checks its read responses by tag: "
+                                         r"tag_bits must be at least 1, not 0$"):
+        DMAParams().check_against(T3Params(tag_bits=0))
 
 
 def _frame(header, payload, tlast_at=None, first_tuser=1):
@@ -233,6 +267,68 @@ def test_rx_framing_and_wrong_gpu():
     assert run.regs["status"] == Status.RX_FRAMING | Status.RX_WRONG_GPU
     assert run.regs["errors"] == 5
     assert run.regs["packets_received"] == 3 and run.regs["beats_received"] == 5
+
+
+def test_a_truncated_packet_does_not_move_the_next():
+    """A packet cut short without ``tlast``, then a good packet: what arrived of the first is
+    written where its header said, the good packet lands in its own range, whole
+    (``rx_framing``, one error; it used to land in the first packet's range)."""
+    gpu = 2
+    scenario = random_scenario(P, DP, 3, commands=0, gpu_id=gpu)
+    scenario.memory.extend(bytes(1024))
+    base = len(scenario.memory) - 1024
+    h = {"dst_gpu": gpu, "src_gpu": 1, "addr": base, "op": Op.STORE.value,
+         "etype": ElemType.FP16.value, "source": 2, "tracked": 1, "wg_id": 9, "wf_id": 1,
+         "beats": 3, "seg_beats": 3, "stride": 96}
+    d = [random.Random(k).getrandbits(256) for k in range(5)]
+    cut = _frame(h, d[:3])[:2]                                  # header and one beat, no tlast
+    assert not any(b[3] for b in cut)
+    frames = [cut, _frame(dict(h, addr=base + 512, beats=2, seg_beats=2), d[3:5]),
+              _frame(dict(h, addr=base + 768, beats=1, seg_beats=1), d[:1])]
+    run = simulate_dma(P, DP, scenario, rx_frames=frames, seed=1, rx_pause=0.3,
+                       mem_stall=0.3)
+    mem = run.env.memory
+    beat = lambda a: int.from_bytes(mem[a:a + 32], "little")      # noqa: E731
+    assert [beat(base), beat(base + 32), beat(base + 64)] == [d[0], 0, 0]
+    assert [beat(base + 512), beat(base + 544)] == [d[3], d[4]]
+    assert beat(base + 768) == d[0]
+    assert run.regs["status"] == Status.RX_FRAMING and run.regs["errors"] == 1
+    assert run.regs["packets_received"] == 3 and run.regs["beats_received"] == 4
+
+
+def test_a_command_holding_tiles_refuses_reprogramming():
+    """Lowering a command's granularity, or moving its destination, while it holds 3 tiles of a
+    4-tile block is refused (``cmd_busy``, an error per write); the block leaves whole to the
+    destination it was triggered for.  After the block (or a ``forget``) the same writes are
+    taken.  Before, the held count ran past its slots and tiles went to the new place."""
+    scenario = random_scenario(P, DP, 0, commands=0)
+    from dma.model import DMAModel
+    from sim.blocks.dma.traffic import _align
+    base = _align(len(scenario.memory), 32)
+    cmd = Command(src_base=base, rows=16, cols=8, ld=16, tile_rows=16, tile_cols=1, dst_gpu=9,
+                  dst_base=0x4000, op=Op.STORE, granularity=4)
+    moved = dataclasses.replace(cmd, granularity=2, dst_base=0x6000)
+    scenario.memory.extend(bytes(base - len(scenario.memory) + cmd.size))
+    trig = [{"wg_id": k, "wf_id": 0, "addr": a, "region": 0}
+            for k, a in enumerate(cmd.tile_starts())]
+    rewrite = [("cmd0_mode", moved.mode()), ("cmd0_dst_base", moved.dst_base)]
+    scenario = dataclasses.replace(scenario, commands=[cmd], triggers=trig[:3])
+    run = simulate_dma(P, DP, scenario, link="sink",
+                       then=[(rewrite, trig[3:4]), (rewrite, trig[4:6])])
+    model = DMAModel(P, DP, [cmd], scenario.gpu_id)
+    memory = bytearray(scenario.memory)
+    want = [pk for t in trig[:3] for pk in model.trigger(t, memory)]
+    assert not model.program(0, moved, writes=len(rewrite))
+    want += model.trigger(trig[3], memory)
+    assert model.program(0, moved, writes=len(rewrite))
+    want += [pk for t in trig[4:6] for pk in model.trigger(t, memory)]
+    got = run.env.packets()
+    assert got == want
+    assert [pk.header["addr"] for pk in got] == \
+        [0x4000 + 32 * k for k in range(4)] + [0x6000 + 32 * k for k in (4, 5)]
+    assert run.regs["status"] == Status.CMD_BUSY == model.status
+    assert run.regs["errors"] == 2 == model.counters["errors"]
+    assert run.regs["blocks"] == 2
 
 
 def test_forget_drops_held_tiles():

@@ -75,6 +75,10 @@ class DMAEnv:
         Indices (in issue order) of reads answered with the error flag.
     bad_tags : set of int
         Indices of reads answered with a wrong tag.
+    extra_resps, lost_resps : set of int
+        Indices of reads answered twice (a duplicate follows the response), or never; a run
+        with a lost response (or a bad tag) may end with a packet cut short on ``tx`` (the
+        engine drops the responses after it and waits).
     rx_frames : list of frames
         Extra frames (``[(tdata, tkeep, tuser, tlast), ...]``) offered on ``rx`` from the
         first cycle, e.g. malformed ones.
@@ -82,7 +86,8 @@ class DMAEnv:
 
     def __init__(self, params, dparams, scenario, *, seed=0, trig_pause=0.0, remote_pause=0.0,
                  resp_pause=0.0, rx_pause=0.0, mem_stall=0.0, tx_stall=0.0, mem_latency=8,
-                 link="loopback", link_latency=4, error_reads=(), bad_tags=(), rx_frames=()):
+                 link="loopback", link_latency=4, error_reads=(), bad_tags=(), rx_frames=(),
+                 extra_resps=(), lost_resps=()):
         self.params, self.dparams = params, dparams
         rng = random.Random(seed)
         self.rng = rng
@@ -101,6 +106,7 @@ class DMAEnv:
         self.mem_stall, self.tx_stall = mem_stall, tx_stall
         self.mem_latency, self.link, self.link_latency = mem_latency, link, link_latency
         self.error_reads, self.bad_tags = set(error_reads), set(bad_tags)
+        self.extra_resps, self.lost_resps = set(extra_resps), set(lost_resps)
         self._mem_rng = random.Random(rng.random())
         self._tx_rng = random.Random(rng.random())
         self.cycle = 0
@@ -177,10 +183,11 @@ class DMAEnv:
                 tag = req["tag"]
                 if index in self.bad_tags:
                     tag = (tag + 1) % (1 << self.params.tag_bits)
-                self.resp.queue.append((now + self.mem_latency, {
-                    "data": read_beat(self.memory, req["addr"], self.params), "tag": tag,
-                    "op": Op.READ.value, "stream": req["stream"],
-                    "error": int(index in self.error_reads)}))
+                resp = {"data": read_beat(self.memory, req["addr"], self.params), "tag": tag,
+                        "op": Op.READ.value, "stream": req["stream"],
+                        "error": int(index in self.error_reads)}
+                copies = 0 if index in self.lost_resps else 2 if index in self.extra_resps else 1
+                self.resp.queue.extend([(now + self.mem_latency, resp)] * copies)
             else:
                 old = read_beat(self.memory, req["addr"], self.params)
                 new, err = alu_reference(self.params, old, req["data"], req["mask"],
@@ -216,7 +223,8 @@ class DMAEnv:
 
     def done(self, quiet=40):
         return (self.trig.idle() and self.remote.idle() and self.resp.idle()
-                and self.rx.idle() and not self._frame and self.quiet >= quiet)
+                and self.rx.idle() and (not self._frame or self.lost_resps or self.bad_tags)
+                and self.quiet >= quiet)
 
     def packets(self):
         return frames_to_packets(self.frames, self.hdr_pk)
