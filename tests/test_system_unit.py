@@ -281,6 +281,21 @@ def test_fused_configuration_fits_every_ring(gpus):
     assert all(driver.regions(g) == [] for g in range(gpus))
 
 
+def test_each_kernels_programming_starts_with_a_flush_and_a_forget():
+    """Between kernels the driver clears what the last one may have left: the Tracker's open
+    tiles (``cmd.flush``) and the DMA's held tiles (``cmd.forget``), before any region or
+    command register is written (the hardware refuses those writes otherwise)."""
+    from dma.config import CMD as DMA_CMD
+    from tracker.config import CMD as TRACKER_CMD
+    driver, wl, layout = _fused_driver(4)
+    configure_fused(driver, wl, layout, "MCA")
+    for g in range(4):
+        writes = driver.named_writes(g)
+        assert writes[:2] == [("tracker", "cmd", TRACKER_CMD.encode(flush=1)),
+                              ("dma", "cmd", DMA_CMD.encode(forget=1))]
+        assert all(name != "cmd" for _, name, _ in writes[2:])
+
+
 def _refused(driver, message, call, *args, **kwargs):
     before = driver.configuration()
     writes = [driver.named_writes(g) for g in range(driver.gpus)]

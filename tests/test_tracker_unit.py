@@ -192,6 +192,65 @@ def test_status_is_sticky_until_written_one():
     assert seen == [Status.BAD_ACCESS, Status.BAD_ACCESS, 0]
 
 
+def test_a_region_with_open_tiles_refuses_reprogramming():
+    """Kernel 1 leaves a tile half updated; kernel 2 reprograms the region: the writes are
+    refused (``region_busy``, an error each), so the stale tile cannot complete early under the
+    new settings.  After a flush the writes are taken and kernel 2's tile with the same ids
+    fires once, with all its updates, at its own address.  Before, it fired at half its updates
+    carrying the old address, status 0.  The model agrees at every step."""
+    tparams = TrackerParams(sets=1, ways=2, regions=1)
+    old, new = Region(0x1000, 0x1000, 32, 1), Region(0x4000, 0x1000, 32, 1)
+    kernel1 = [request(PARAMS, old.base + 0x40, FULL, ElemType.FP16, 1, 0)]
+    kernel2 = [request(PARAMS, new.base + 0x20 * k, FULL, ElemType.FP16, 1, 0) for k in (0, 1)]
+    model = TrackerModel(PARAMS, tparams, [old])
+    dut = Tracker(PARAMS, tparams)
+    seen, fired = {}, []
+
+    async def put(ctx, req):
+        await stream_put(ctx, dut.i, pack(mem_request_layout(PARAMS), req))
+        for _ in range(3):
+            if ctx.get(dut.o.valid):
+                fired.append(ctx.get(dut.o.payload.addr))
+            await ctx.tick()
+
+    async def program(ctx, region):
+        for name, value in (("base", region.base), ("size", region.size),
+                            ("tile_elems", region.tile_elems),
+                            ("updates", region.updates_per_element)):
+            await reg_write(ctx, dut.csr, dut.regs, f"region0_{name}", value)
+
+    async def bench(ctx):
+        ctx.set(dut.o.ready, 1)
+        await program(ctx, old)
+        await reg_write(ctx, dut.csr, dut.regs, "ctrl", CTRL.encode(enable=1))
+        while not ctx.get(dut.i.ready):
+            await ctx.tick()
+        await put(ctx, kernel1[0])
+        await program(ctx, new)
+        for name in ("status", "errors", "region0_base", "occupancy"):
+            seen[name] = await reg_read(ctx, dut.csr, dut.regs, name)
+        await reg_write(ctx, dut.csr, dut.regs, "cmd", CMD.encode(flush=1))
+        await program(ctx, new)
+        seen["base_after_flush"] = await reg_read(ctx, dut.csr, dut.regs, "region0_base")
+        while not ctx.get(dut.i.ready):
+            await ctx.tick()
+        for req in kernel2:
+            await put(ctx, req)
+        seen["triggers"] = await reg_read(ctx, dut.csr, dut.regs, "triggers")
+
+    run_testbench(dut, bench)
+    assert model.access(kernel1[0]).kind == "count"
+    assert not model.set_region(0, new)
+    assert seen["status"] == Status.REGION_BUSY == model.status
+    assert seen["errors"] == 4 == model.counters["errors"]
+    assert seen["region0_base"] == old.base and seen["occupancy"] == 1 == model.occupancy
+    model.flush()
+    assert model.set_region(0, new) and seen["base_after_flush"] == new.base
+    outcomes = [model.access(r) for r in kernel2]
+    assert [o.kind for o in outcomes] == ["count", "fire"]
+    assert fired == [outcomes[1].trigger["addr"]] == [new.base] and seen["triggers"] == 1
+
+
 def test_model_fires_each_tile_exactly_once():
     # The model against the generator's own bookkeeping: every tile fires once it has been fed
     # exactly its threshold, carrying its smallest address; open entries hold what was fed.

@@ -103,6 +103,8 @@ STATUS = Reg("status", None, "w1c", "errors and state", fields=(
     Field("region_mismatch", doc="an open tile was updated through another region; not "
                                  "counted"),
     Field("bad_access", doc="mask empty or not whole elements, or address not beat aligned"),
+    Field("region_busy", doc="a write to a region's registers while it has open tiles (or "
+                             "an access to it in flight); ignored: flush first"),
     Field("flushing", lsb=8, live=True,
           doc="the table is being cleared (after reset or a flush)")))
 
@@ -110,7 +112,8 @@ _ERRORS = ["over_threshold", "count_overflow", "region_mismatch", "bad_access"]
 
 #: The ``status`` bits as flags (from :data:`STATUS`), with ``ERRORS`` (the refused accesses)
 #: and ``STICKY`` (every sticky bit).
-Status = STATUS.flags("Status", {"ERRORS": _ERRORS, "STICKY": ["set_full"] + _ERRORS})
+Status = STATUS.flags("Status", {"ERRORS": _ERRORS,
+                                 "STICKY": ["set_full", "region_busy"] + _ERRORS})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,7 +248,8 @@ def tracker_registers(params: T3Params, tparams: TrackerParams):
     """The Tracker's register map (a fresh :class:`hw.csr.RegisterFile`)."""
     regs = [
         INFO, CTRL, CMD, STATUS,
-        Reg("errors", 32, "ro", "accesses refused with an error (not counted into any tile)"),
+        Reg("errors", 32, "ro", "accesses refused with an error (not counted into any tile) and "
+                               "refused register writes"),
         Reg("accesses", 32, "ro", "accesses taken from the input"),
         Reg("tracked", 32, "ro", "accesses counted into a tile"),
         Reg("triggers", 32, "ro", "triggers fired"),

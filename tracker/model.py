@@ -149,6 +149,18 @@ class TrackerModel:
             row[way].count, row[way].start = count, start
         return Outcome("count")
 
+    def set_region(self, index, region, writes=4):
+        """Write region register ``index`` (a :class:`tracker.config.Region`, or ``None`` for
+        off) with ``writes`` register writes (``register_values`` makes 4, 1 for off);
+        refused, with ``status.region_busy`` and one error per write, while the region has
+        open tiles.  Returns whether the writes were taken."""
+        if any(e is not None and e.region == index for row in self.sets for e in row):
+            self.status |= Status.REGION_BUSY
+            self.counters["errors"] += writes
+            return False
+        self.regions[index] = region
+        return True
+
     def flush(self):
         """``cmd.flush``: every entry invalid."""
         self.sets = [[None] * self.tparams.ways for _ in range(self.tparams.sets)]

@@ -10,7 +10,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hw.csr import count, csr_signature
+from hw.csr import accumulate, count, csr_signature
 from hw.interfaces import ElemType, Op, mask_is_whole, mem_request_layout, trigger_layout
 from hw.params import T3Params
 from .config import TrackerParams, UPDATES_BITS, tracker_registers
@@ -82,7 +82,11 @@ class Tracker(wiring.Component):
     aligned (``bad_access``).
 
     A tile whose trigger fired frees its entry; a later update with the same ``wg_id`` and
-    ``wf_id`` opens a new tile (the next kernel reuses the ids).
+    ``wf_id`` opens a new tile (the next kernel reuses the ids).  A region's registers cannot
+    change while it has open tiles or an access to it is in the pipeline: such a write is
+    ignored, latches ``status.region_busy`` and counts in ``errors`` (an open tile would
+    otherwise complete under the next kernel's settings, early and at its old address).  The
+    driver flushes the table between kernels.
 
     Reset and ``cmd.flush`` clear the table one set per cycle (``sets`` cycles, ``i.ready`` low,
     ``status.flushing`` high) once the access in stage 1 has completed; an access held by a full
@@ -274,11 +278,30 @@ class Tracker(wiring.Component):
         with m.If(flushing):
             m.d.sync += occupancy.eq(0)
 
+        # --- Region registers are locked while the region has open tiles ----------------
+        refused = []
+        for r in range(tp.regions):
+            opened = Signal(range(tp.sets * ways + 1), name=f"open{r}")
+            here = s1_region == r
+            with m.If(flushing | start_flush):
+                m.d.sync += opened.eq(0)
+            with m.Else():
+                m.d.sync += opened.eq(opened + (allocated & here) - (freed & here))
+            busy = (opened != 0) | (s1_valid & s1_count & here) | \
+                (take & eligible & (region == r))
+            refused.append(regs.lock(m, [f"region{r}_{f}" for f in
+                                         ("base", "size", "tile_elems", "updates")], busy))
+        region_busy = Signal()
+        m.d.comb += region_busy.eq(Cat(*refused).any())
+
         regs.status(m, "status", set_full=set_full, over_threshold=s1_go & over,
                     count_overflow=s1_go & overflow, region_mismatch=s1_go & mismatch,
-                    bad_access=s1_go & s1_bad, flushing=flushing)
+                    bad_access=s1_go & s1_bad, region_busy=region_busy, flushing=flushing)
 
-        for name, event in (("accesses", take), ("errors", s1_go & (error | s1_bad)),
+        errors = Signal(range(3))
+        m.d.comb += errors.eq((s1_go & (error | s1_bad)) + region_busy)
+        accumulate(m, counters["errors"], errors, clear_counters)
+        for name, event in (("accesses", take),
                             ("tracked", s1_go & s1_count & ~error), ("triggers", s1_go & fire),
                             ("stall_full", set_full), ("stall_out", out_busy)):
             count(m, counters[name], event, clear_counters)

@@ -322,11 +322,20 @@ class Driver:
     # --- programming ---------------------------------------------------------------------------
 
     def named_writes(self, gpu):
-        """``[(block, register, value), ...]`` that program ``gpu``."""
+        """``[(block, register, value), ...]`` that program ``gpu`` for the next kernel.
+
+        They begin with the Tracker's flush and the DMA engine's forget: a tile the previous
+        kernel left open, or tiles held for an incomplete block, must not complete under the
+        next kernel's settings (the hardware refuses to reprogram a region or command that
+        still has them, with ``status.region_busy`` / ``status.cmd_busy``)."""
+        from dma.config import CMD as DMA_CMD
         from dma.config import register_values as dma_values
+        from tracker.config import CMD as TRACKER_CMD
         cfg = self._gpu[self._check_gpu("gpu", gpu)]
         p, n = self.params, self.nparams
-        writes = [("tracker", name, value) for name, value in
+        writes = [("tracker", "cmd", TRACKER_CMD.encode(flush=1)),
+                  ("dma", "cmd", DMA_CMD.encode(forget=1))]
+        writes += [("tracker", name, value) for name, value in
                   tracker_values(n.tracker, cfg.regions, enable=True)]
         writes += [("dma", name, value) for name, value in
                    dma_values(p, n.dma, cfg.commands, gpu_id=gpu, remote=cfg.remote)]
