@@ -38,6 +38,8 @@ CMD = Reg("cmd", None, "wo", "write 1 to act", fields=(
 #: The ``status`` register.
 STATUS = Reg("status", None, "w1c", "errors and state", fields=(
     Field("bad_policy", doc="`ctrl.policy` was 3; round-robin was used"),
+    Field("calib_lost", doc="a calibration window ended as the host wrote `threshold`: the "
+                            "host's value was kept, the window's result dropped"),
     Field("calibrating", lsb=8, live=True, doc="inside a calibration window"),
     Field("draining", live=True, doc="draining the communication stream")))
 

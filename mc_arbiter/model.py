@@ -25,6 +25,7 @@ class CycleInputs:
     drain: bool = False
     calib_start: bool = False
     calib_end: bool = False
+    threshold_write: int = None     # the host writes ``threshold`` in this cycle
 
 
 class ArbiterModel:
@@ -51,6 +52,7 @@ class ArbiterModel:
         self.run_sum = self.run_cycles = 0
         self.calib_sum = self.calib_cycles = 0
         self.bad_policy = False
+        self.calib_lost = False
         self.dequeued = []
         self.counters = collections.Counter()
         self.comm_wait_run = 0
@@ -123,7 +125,12 @@ class ArbiterModel:
                 new_calibrating = False
             self.calib_sum, self.calib_cycles = self.run_sum, self.run_cycles
             if self.auto_threshold and self.run_cycles:
-                self.threshold = self.lookup(self.run_sum, self.run_cycles)
+                if x.threshold_write is None:
+                    self.threshold = self.lookup(self.run_sum, self.run_cycles)
+                else:
+                    self.calib_lost = True      # the host's write wins
+        if x.threshold_write is not None:
+            self.threshold = x.threshold_write
         self.calibrating = new_calibrating
         self.run_sum, self.run_cycles = self.run_sum_next, self.run_cycles_next
         # the edge: dequeue the head (if o.ready), enqueue the issued request
@@ -183,3 +190,9 @@ def check_arbiter_run(model, cycles, dequeued, regs=None, compute_items=(), comm
                            ("threshold", model.threshold),
                            ("calib_sum", model.calib_sum), ("calib_cycles", model.calib_cycles)):
             assert regs[name] == want, f"{name}: hardware {regs[name]}, model {want}"
+        from .config import Status
+        sticky = Status.BAD_POLICY | Status.CALIB_LOST
+        want = (Status.BAD_POLICY if model.bad_policy else 0) | \
+            (Status.CALIB_LOST if model.calib_lost else 0)
+        assert regs["status"] & sticky == want, \
+            f"status: hardware {regs['status'] & sticky:#x}, model {int(want):#x}"

@@ -214,7 +214,9 @@ class MCArbiter(wiring.Component):
         ]
 
         # --- Status: a bad policy (sticky), calibrating and draining (live) --------------------
-        regs.status(m, "status", bad_policy=policy == 3, calibrating=calibrating,
+        calib_lost = Signal()
+        regs.status(m, "status", bad_policy=policy == 3, calib_lost=calib_lost,
+                    calibrating=calibrating,
                     draining=core.draining)
 
         # --- Occupancy of the compute stream, calibration ----------------------------------------
@@ -244,8 +246,12 @@ class MCArbiter(wiring.Component):
             for index in reversed(range(rows - 1)):
                 chosen_thr = Mux(below[index] < 0, regs.rw(f"calib{index}_threshold"),
                                  chosen_thr)
+            # a host write to threshold in the same cycle wins; the lost result is reported
             with m.If(auto_threshold & (run_cycles != 0)):
-                m.d.sync += threshold.eq(chosen_thr)
+                with m.If(regs.write_strobe("threshold")):
+                    m.d.comb += calib_lost.eq(1)
+                with m.Else():
+                    m.d.sync += threshold.eq(chosen_thr)
 
         # --- Counters -------------------------------------------------------------------------------
         for name, event in (("compute_issues", issue_compute), ("comm_issues", issue_comm),

@@ -1,7 +1,7 @@
 """The near-bank op-and-store unit: one HBM2 pseudo-channel whose banks carry ALUs
 (paper 4.3, 5.1.1; dissertation 2.5.2, 6.2.2; ``docs/design.md`` section 6)."""
 
-from amaranth import Array, Const, Module, Mux, Signal
+from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
@@ -41,7 +41,7 @@ class NMCUnit(wiring.Component):
 
     Timing (one action per cycle for the head command, in order)
     ------------------------------------------------------------
-    * Row hit: the column command issues when ``now`` ≥ ACT + RCD of its bank, ≥ the bank
+    * Row hit: the column command issues when the cycle ≥ ACT + RCD of its bank, ≥ the bank
       group's next free cycle (last column + CCD_L, or + CCDWL after an op-and-store), ≥ the last
       column command + CCD_S, and, for a ``READ``, ≥ the last write + WTR_L in the same bank group
       and + WTR_S anywhere.
@@ -57,7 +57,11 @@ class NMCUnit(wiring.Component):
     Bad input: an address beyond the capacity or not beat aligned is refused without touching a
     bank (response ``error``, ``status`` latched, ``errors`` + 1); an ``UPDATE`` whose mask
     splits an element is refused by the ALU (memory unchanged).  Element type codes are all
-    valid (2 bits, four types).  Time stamps are 32-bit cycle counts (valid for 2**31 cycles).
+    valid (2 bits, four types).
+
+    Time is kept without stamps: each timing constraint is a down-counter loaded with its delay
+    and ready at zero, and a response's ``CL`` is counted by a shift register of its write into
+    the response FIFO, so nothing wraps however long the unit runs or idles.
     """
 
     def __init__(self, params: T3Params, nparams: NMCParams = NMCParams()):
@@ -81,29 +85,39 @@ class NMCUnit(wiring.Component):
         col_bits, bg_bits, bank_bits = _log2(n.columns), _log2(n.bank_groups), _log2(n.banks)
         cap_bits = _log2(n.capacity_beats)
         row_bits = max(1, _log2(n.rows))
-        T = 32
 
         m.submodules.storage = storage = Memory(shape=p.beat_bits, depth=n.capacity_beats,
                                                 init=[])
         wr = storage.write_port()
         rd = storage.read_port(domain="sync", transparent_for=(wr,))
         m.submodules.alu = alu = NearBankALU(p, self.nparams.elem_types)
-        resp_layout = data.StructLayout({"resp": mem_response_layout(p), "release": T})
+        resp_layout = mem_response_layout(p)
         m.submodules.rfifo = rfifo = SyncFIFO(width=resp_layout.size, depth=n.resp_depth)
 
-        now = Signal(T)
-        m.d.sync += now.eq(now + 1)
-
         # --- bank and timing state ---------------------------------------------------------
+        # A timer is loaded with (delay - 1) in the cycle of its event and counts down to 0:
+        # it reads 0, ready, from the cycle event + delay on (as "now >= event + delay").
+        timers = []
+
+        def timer(name, *delays):
+            sig = Signal(range(max(2, *delays)), name=name)
+            timers.append(sig)
+            return sig
+
+        def load(delay):
+            return max(delay - 1, 0)
+
         is_open = Array(Signal(name=f"open{k}") for k in range(nb))
         open_row = Array(Signal(row_bits, name=f"row{k}") for k in range(nb))
-        col_ok = Array(Signal(T, name=f"col_ok{k}") for k in range(nb))
-        ras_ok = Array(Signal(T, name=f"ras_ok{k}") for k in range(nb))
-        act_ok = Array(Signal(T, name=f"act_ok{k}") for k in range(nb))
-        bg_free = Array(Signal(T, name=f"bg_free{g}") for g in range(n.bank_groups))
-        wtr_l = Array(Signal(T, name=f"wtr_l{g}") for g in range(n.bank_groups))
-        any_free = Signal(T)
-        wtr_s = Signal(T)
+        col_ok = Array(timer(f"col_ok{k}", t.RCD) for k in range(nb))
+        ras_ok = Array(timer(f"ras_ok{k}", t.RAS) for k in range(nb))
+        act_ok = Array(timer(f"act_ok{k}", t.RP) for k in range(nb))
+        bg_free = Array(timer(f"bg_free{g}", t.CCDWL, t.CCD_L) for g in range(n.bank_groups))
+        wtr_l = Array(timer(f"wtr_l{g}", t.WTR_L) for g in range(n.bank_groups))
+        any_free = timer("any_free", t.CCD_S)
+        wtr_s = timer("wtr_s", t.WTR_S)
+        for sig in timers:
+            m.d.sync += sig.eq(Mux(sig == 0, 0, sig - 1))
         prev_write = Signal()
         prev_beat = Signal(cap_bits)
         head_conflict = Signal()
@@ -132,34 +146,34 @@ class NMCUnit(wiring.Component):
                 m.d.comb += do_err.eq(room)
             with m.Elif(is_open[k] & (open_row[k] == row)):
                 m.d.comb += do_col.eq(
-                    (now >= col_ok[k]) & (now >= bg_free[group]) & (now >= any_free) &
-                    (~reading | ((now >= wtr_l[group]) & (now >= wtr_s))) &
+                    (col_ok[k] == 0) & (bg_free[group] == 0) & (any_free == 0) &
+                    (~reading | ((wtr_l[group] == 0) & (wtr_s == 0))) &
                     ~(prev_write & (prev_beat == beat)) & room)
             with m.Elif(is_open[k]):
-                m.d.comb += do_pre.eq(now >= ras_ok[k])
+                m.d.comb += do_pre.eq(ras_ok[k] == 0)
             with m.Else():
-                m.d.comb += do_act.eq(now >= act_ok[k])
+                m.d.comb += do_act.eq(act_ok[k] == 0)
         issue = do_col | do_err
         m.d.comb += self.cmd.ready.eq(issue)
 
         with m.If(do_pre):
-            m.d.sync += [is_open[k].eq(0), act_ok[k].eq(now + t.RP), head_conflict.eq(1)]
+            m.d.sync += [is_open[k].eq(0), act_ok[k].eq(load(t.RP)), head_conflict.eq(1)]
         with m.If(do_act):
-            m.d.sync += [is_open[k].eq(1), open_row[k].eq(row), col_ok[k].eq(now + t.RCD),
-                         ras_ok[k].eq(now + t.RAS), head_miss.eq(~head_conflict)]
+            m.d.sync += [is_open[k].eq(1), open_row[k].eq(row), col_ok[k].eq(load(t.RCD)),
+                         ras_ok[k].eq(load(t.RAS)), head_miss.eq(~head_conflict)]
         with m.If(do_col):
-            m.d.sync += [bg_free[group].eq(now + Mux(c.op == Op.UPDATE, t.CCDWL, t.CCD_L)),
-                         any_free.eq(now + t.CCD_S), head_conflict.eq(0), head_miss.eq(0)]
+            m.d.sync += [bg_free[group].eq(Mux(c.op == Op.UPDATE, load(t.CCDWL),
+                                               load(t.CCD_L))),
+                         any_free.eq(load(t.CCD_S)), head_conflict.eq(0), head_miss.eq(0)]
             with m.If(writing):
-                m.d.sync += [wtr_l[group].eq(now + t.WTR_L), wtr_s.eq(now + t.WTR_S)]
+                m.d.sync += [wtr_l[group].eq(load(t.WTR_L)), wtr_s.eq(load(t.WTR_S))]
         m.d.sync += [prev_write.eq(do_col & writing), prev_beat.eq(beat)]
 
         # --- pipeline: read (t), add (t+1), write and queue the response (t+2) --------------------
         m.d.comb += [rd.addr.eq(beat), rd.en.eq(1)]
         s1 = Signal(mem_request_layout(p))
-        s1_valid, s1_err, s1_release = Signal(), Signal(), Signal(T)
-        m.d.sync += [s1_valid.eq(issue), s1_err.eq(do_err), s1.eq(c),
-                     s1_release.eq(now + t.CL)]
+        s1_valid, s1_err = Signal(), Signal()
+        m.d.sync += [s1_valid.eq(issue), s1_err.eq(do_err), s1.eq(c)]
         m.d.comb += [
             alu.i.valid.eq(s1_valid),
             alu.i.payload.old.eq(rd.data),
@@ -170,25 +184,37 @@ class NMCUnit(wiring.Component):
             alu.o.ready.eq(1),
         ]
         s2 = Signal(mem_request_layout(p))
-        s2_err, s2_release = Signal(), Signal(T)
-        m.d.sync += [s2.eq(s1), s2_err.eq(s1_err), s2_release.eq(s1_release)]
+        s2_err = Signal()
+        m.d.sync += [s2.eq(s1), s2_err.eq(s1_err)]
         s2_write = alu.o.valid & ~s2_err & ((s2.op == Op.STORE) | (s2.op == Op.UPDATE))
         m.d.comb += [wr.addr.eq(s2.addr[p.beat_offset_bits:]), wr.data.eq(alu.o.payload.result),
                      wr.en.eq(s2_write)]
         entry = Signal(resp_layout)
         m.d.comb += [
-            entry.resp.data.eq(Mux((s2.op == Op.READ) & ~s2_err, alu.o.payload.result, 0)),
-            entry.resp.tag.eq(s2.tag), entry.resp.op.eq(s2.op), entry.resp.stream.eq(s2.stream),
-            entry.resp.error.eq(s2_err | alu.o.payload.error),
-            entry.release.eq(s2_release),
+            entry.data.eq(Mux((s2.op == Op.READ) & ~s2_err, alu.o.payload.result, 0)),
+            entry.tag.eq(s2.tag), entry.op.eq(s2.op), entry.stream.eq(s2.stream),
+            entry.error.eq(s2_err | alu.o.payload.error),
             rfifo.w_en.eq(alu.o.valid), rfifo.w_data.eq(entry),
         ]
-        head = resp_layout(rfifo.r_data)
+        # A response enters the FIFO 2 cycles after its column command and may leave CL
+        # cycles after it: a shift register carries each write for CL - 2 cycles, and
+        # ``matured`` counts the entries (the oldest ones: all wait alike) that may leave.
+        delay = max(t.CL - 2, 0)
+        matured = Signal(range(n.resp_depth + 1))
+        maturing = Signal()
+        if delay:
+            age = Signal(delay)
+            m.d.sync += age.eq(Cat(alu.o.valid, age[:-1]))
+            m.d.comb += maturing.eq(age[-1])
+        else:
+            m.d.comb += maturing.eq(alu.o.valid)
+        pop = self.resp.valid & self.resp.ready
         m.d.comb += [
-            self.resp.valid.eq(rfifo.r_rdy & (now >= head.release)),
-            self.resp.payload.eq(head.resp),
-            rfifo.r_en.eq(self.resp.valid & self.resp.ready),
+            self.resp.valid.eq(rfifo.r_rdy & ((matured != 0) | (maturing & (delay != 0)))),
+            self.resp.payload.eq(rfifo.r_data),
+            rfifo.r_en.eq(pop),
         ]
+        m.d.sync += matured.eq(matured + maturing - pop)
         m.d.sync += outstanding.eq(outstanding + issue - (self.resp.valid & self.resp.ready))
 
         # --- registers -----------------------------------------------------------------------------

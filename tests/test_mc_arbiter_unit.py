@@ -5,7 +5,7 @@ import pytest
 
 from hw.interfaces import Stream
 from hw.params import T3Params
-from mc_arbiter.config import ArbiterParams, CalibRow, Policy, check_config
+from mc_arbiter.config import ArbiterParams, CalibRow, Policy, Status, check_config
 from mc_arbiter.model import ArbiterModel, check_arbiter_run
 from sim.blocks.mc_arbiter.amaranth_sim import simulate_arbiter
 from sim.blocks.mc_arbiter.traffic import PhasedSource, RandomSource, numbered_requests
@@ -74,6 +74,24 @@ def test_calibration_picks_the_threshold_from_compute_occupancy(o_rate, expected
     check_arbiter_run(model, run.cycles, run.dequeued, run.regs, compute_items, [])
     assert run.regs["calib_cycles"] == 300 - 0 - 1     # the cycles strictly between the marks
     assert run.regs["threshold"] == expected
+
+
+@pytest.mark.parametrize("write_at, lost", [(300, True), (299, False), (150, False)])
+def test_a_host_threshold_write_wins_over_calibration(write_at, lost):
+    """The host writes ``threshold`` (9) as a calibration window ends (cycle 300): the host's
+    value is kept and ``status.calib_lost`` reports the dropped result; a write before the end
+    is overridden by the window's result, as the host asked with ``auto_threshold``.  Before,
+    the same-cycle write was silently lost."""
+    aparams = ArbiterParams(depth=64)
+    compute_items = numbered_requests(PARAMS, 400, Stream.COMPUTE)
+    settings = dict(policy=Policy.MCA, threshold=17, starve_limit=64)
+    run = simulate_arbiter(PARAMS, aparams, PhasedSource(compute_items, 100, 20),
+                           RandomSource([], 0.0), config=dict(settings, auto_threshold=True),
+                           o_rate=0.5, calib=(0, 300), seed=2, threshold_writes={write_at: 9})
+    model = ArbiterModel(aparams, auto_threshold=True, **settings)
+    check_arbiter_run(model, run.cycles, run.dequeued, run.regs, compute_items, [])
+    assert run.regs["threshold"] == (9 if lost else 5) == model.threshold
+    assert bool(run.regs["status"] & Status.CALIB_LOST) == lost == model.calib_lost
 
 
 def test_mca_demonstration_reproduces_the_papers_point():

@@ -118,6 +118,22 @@ def test_row_miss_and_conflict_cost_what_the_timing_says():
     assert [c for c, _ in run.responses] == [t + T.CL for t in run.taken]
 
 
+@pytest.mark.parametrize("lead", [1, 37, 3000])
+def test_timing_does_not_depend_on_when_the_traffic_starts(lead):
+    """The same commands after ``lead`` idle cycles (longer than any timer's range for the
+    largest) keep every delay: ACT→READ is RCD, the conflict's PRE/ACT/READ, CL to each
+    response.  The timing used to be kept as 32-bit cycle stamps, which wrap (started near
+    2**32 a READ to a closed bank issued after 1 cycle instead of RCD); now each constraint
+    is a down-counter that rests at zero."""
+    b0, b1 = beat_of(1, 2, 0), beat_of(1, 2, 1)
+    commands = [command(b0, Op.READ), command(b0 + 1, Op.UPDATE), command(b1, Op.READ)]
+    base = simulate_nmc(PARAMS, NP, commands)
+    run = simulate_nmc(PARAMS, NP, commands, lead=lead)
+    assert run.taken == base.taken and run.responses == base.responses
+    assert run.taken[0] == T.RCD
+    assert [c for c, _ in run.responses] == [t + T.CL for t in run.taken]
+
+
 def test_back_to_back_updates_to_one_address_give_the_sum():
     values = np.arange(1, 41, dtype=np.float32)
     beat = beat_of(3, 1, 2, 5)

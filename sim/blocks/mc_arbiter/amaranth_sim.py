@@ -30,13 +30,15 @@ class ArbiterRun:
 
 def simulate_arbiter(params, aparams, compute_src, comm_src, *, config=None, seed=0,
                      tap_stall=0.0, o_rate=1.0, drain_at=(), calib=None, max_cycles=100_000,
-                     vcd=None):
+                     vcd=None, threshold_writes=None):
     """Run the two sources to completion (or ``max_cycles``).
 
     ``config`` is a dict of :func:`mc_arbiter.config.register_values` arguments; ``o_rate`` the
     probability that ``o.ready`` is high in a cycle (the DRAM's service rate); ``drain_at`` the
-    cycles with ``drain`` high; ``calib`` a ``(start, end)`` pair of cycles.
+    cycles with ``drain`` high; ``calib`` a ``(start, end)`` pair of cycles;
+    ``threshold_writes`` ``{cycle: value}`` host writes of ``threshold`` during the run.
     """
+    threshold_writes = threshold_writes or {}
     dut = MCArbiter(params, aparams)
     packer = Packer(mem_request_layout(params))
     rng = random.Random(seed)
@@ -58,7 +60,14 @@ def simulate_arbiter(params, aparams, compute_src, comm_src, *, config=None, see
                 o_ready=rng.random() < o_rate,
                 drain=cycle in drain_at,
                 calib_start=calib is not None and cycle == calib[0],
-                calib_end=calib is not None and cycle == calib[1])
+                calib_end=calib is not None and cycle == calib[1],
+                threshold_write=threshold_writes.get(cycle))
+            write = inputs.threshold_write is not None
+            ctx.set(dut.csr.w_stb, write)
+            if write:
+                (addr, word), = dut.regs.word_writes("threshold", inputs.threshold_write)
+                ctx.set(dut.csr.addr, addr)
+                ctx.set(dut.csr.w_data, word)
             for port, item in ((dut.compute, c_item), (dut.comm, m_item)):
                 ctx.set(port.valid, item is not None)
                 if item is not None:
@@ -88,6 +97,7 @@ def simulate_arbiter(params, aparams, compute_src, comm_src, *, config=None, see
             cycle += 1
         for port in (dut.compute, dut.comm):
             ctx.set(port.valid, 0)
+        ctx.set(dut.csr.w_stb, 0)
         state["wall"] = time.perf_counter() - start
         for name in STAT_REGISTERS:
             regs[name] = await reg_read(ctx, dut.csr, dut.regs, name)

@@ -24,7 +24,7 @@ class NMCRun:
 
 
 def simulate_nmc(params, nparams, commands, *, in_gap=0.0, resp_stall=0.0, seed=0,
-                 max_cycles=None, vcd=None):
+                 max_cycles=None, vcd=None, lead=0):
     dut = NMCUnit(params, nparams)
     pin, pout = Packer(mem_request_layout(params)), Packer(mem_response_layout(params))
     rng = random.Random(seed)
@@ -32,6 +32,8 @@ def simulate_nmc(params, nparams, commands, *, in_gap=0.0, resp_stall=0.0, seed=
     responses, taken, heads, regs, state = [], [], [], {}, {}
 
     async def bench(ctx):
+        if lead:                            # idle cycles first; cycles count from the end
+            await ctx.tick().repeat(lead)
         start = time.perf_counter()
         index = cycle = 0
         offering = False
