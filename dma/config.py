@@ -74,8 +74,12 @@ STATUS = Reg("status", None, "w1c", "errors", fields=(
                             "or a lost response); dropped, and the tile waits"),
     Field("rx_framing", doc="a received packet was malformed (see docs/dma.md)"),
     Field("rx_wrong_gpu", doc="a received packet was addressed to another GPU; dropped"),
+    Field("rx_check", doc="a received header failed its check byte; the packet was dropped"),
     Field("cmd_busy", doc="a write to a command's registers while it holds tiles of an "
-                          "incomplete block (or dispatches one); ignored: `forget` first")))
+                          "incomplete block (or dispatches one); ignored: `forget` first"),
+    Field("rx_open", lsb=16, live=True,
+          doc="a received packet is incomplete, payload beats still due (once the link is "
+              "quiet: a packet cut short at the end, its beats written as far as they came)")))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,7 +141,7 @@ class DMAParams:
         if params.tag_bits < 1:
             raise ValueError(f"the DMA engine checks its read responses by tag: tag_bits must "
                              f"be at least 1, not {params.tag_bits}")
-        size = header_layout(params, self).size
+        size = header_layout(params, self).size + HEADER_CHECK_BITS
         if size > params.beat_bits:
             raise ValueError(f"the link header needs {size} bits, more than one beat of "
                              f"beat_bits {params.beat_bits}")
@@ -146,8 +150,8 @@ class DMAParams:
         return dataclasses.asdict(self)
 
 
-#: The ``status`` bits as flags (from :data:`STATUS`), with ``ERRORS`` (all of them).
-Status = STATUS.flags("Status", {"ERRORS": [f.name for f in STATUS.fields]})
+#: The ``status`` bits as flags (from :data:`STATUS`), with ``ERRORS`` (the sticky ones).
+Status = STATUS.flags("Status", {"ERRORS": [f.name for f in STATUS.fields if not f.live]})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -251,9 +255,49 @@ def header_layout(params: T3Params, dparams: DMAParams):
     })
 
 
+#: Bits of the header beat's check field, right above the header's fields: the XOR of the
+#: fields' 16-bit words and :data:`HEADER_CHECK_SEED`.  It detects every error of one to 16
+#: consecutive bits in the header (a flipped address, GPU or length) and all but 1 in 65,536
+#: payload beats taken for a header (an all-zero beat fails it); the receiver drops a header
+#: that fails it (``status.rx_check``).  Payload beats carry no check: that is the link
+#: layer's CRC, below this interface.
+HEADER_CHECK_BITS = 16
+HEADER_CHECK_SEED = 0xA5C3
+
+
+def header_check(value, width):
+    """The check byte of a header of ``width`` bits and integer value ``value``."""
+    check = HEADER_CHECK_SEED
+    for k in range(0, width, HEADER_CHECK_BITS):
+        check ^= (value >> k) & ((1 << HEADER_CHECK_BITS) - 1)
+    return check
+
+
+class HeaderPacker(Packer):
+    """:class:`hw.interfaces.Packer` of the header beat: :meth:`pack` appends the check byte,
+    :meth:`unpack` takes a whole ``tdata`` and raises ``ValueError`` if the check fails."""
+
+    def __init__(self, layout):
+        super().__init__(layout)
+        self.width = layout.size
+
+    def pack(self, values):
+        word = super().pack(values)
+        return word | header_check(word, self.width) << self.width
+
+    def unpack(self, word):
+        word = int(word)
+        fields = word & ((1 << self.width) - 1)
+        check = (word >> self.width) & ((1 << HEADER_CHECK_BITS) - 1)
+        if check != header_check(fields, self.width):
+            raise ValueError(f"header check 0x{check:02x} does not match its fields "
+                             f"(0x{header_check(fields, self.width):02x})")
+        return super().unpack(fields)
+
+
 def header_packer(params: T3Params, dparams: DMAParams):
-    """A :class:`hw.interfaces.Packer` of :func:`header_layout`."""
-    return Packer(header_layout(params, dparams))
+    """A :class:`HeaderPacker` of :func:`header_layout`."""
+    return HeaderPacker(header_layout(params, dparams))
 
 
 def _where(index):

@@ -208,7 +208,10 @@ def frames_to_packets(frames, header_packer):
     for frame in frames:
         tdata, _, tuser, _ = frame[0]
         assert tuser == 1, f"frame {len(packets)} does not start with a header beat"
-        header = header_packer.unpack(tdata & ((1 << header_packer_width(header_packer)) - 1))
+        try:
+            header = header_packer.unpack(tdata)
+        except ValueError as e:
+            raise AssertionError(f"frame {len(packets)}: {e}") from None
         beats = [(d, k) for d, k, u, _ in frame[1:]]
         assert all(u == 0 for _, _, u, _ in frame[1:]), f"frame {len(packets)}: tuser on payload"
         assert len(beats) == header["beats"], \

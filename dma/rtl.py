@@ -10,7 +10,8 @@ from hw.csr import csr_signature, count
 from hw.interfaces import (ElemType, Op, Source, Stream, link_signature, mem_request_layout,
                            request_signature, response_signature, trigger_layout)
 from hw.params import T3Params
-from .config import MODE, DMAParams, dma_registers, header_layout, window_layout
+from .config import (HEADER_CHECK_BITS, HEADER_CHECK_SEED, MODE, DMAParams, dma_registers,
+                     header_layout, window_layout)
 
 
 __all__ = ["DMAEngine", "COUNTER_BITS", "FIRST_BEAT_LATENCY"]
@@ -120,8 +121,9 @@ class DMAEngine(wiring.Component):
         gpu_id = regs.rw("gpu_id")
         ev = {k: Signal(name=f"ev_{k}") for k in (
             "no_command", "out_of_region", "remote_range", "mem_error", "resp_order",
-            "rx_framing", "rx_wrong_gpu", "cmd_busy")}
-        regs.status(m, "status", **ev)
+            "rx_framing", "rx_wrong_gpu", "rx_check", "cmd_busy")}
+        rx_open = Signal()
+        regs.status(m, "status", **ev, rx_open=rx_open)
         n_errors = Signal(range(len(ev) + 1))
         m.d.comb += n_errors.eq(sum(v for v in ev.values()))
         inc = {k: Signal(name=f"inc_{k}") for k in (
@@ -415,6 +417,14 @@ class DMAEngine(wiring.Component):
 
         # --- packetizer ----------------------------------------------------------------------
         tx = self.tx
+        H = self.hdr_layout.as_shape().width
+
+        def check(value):       # dma.config.header_check
+            out = HEADER_CHECK_SEED
+            for k in range(0, H, HEADER_CHECK_BITS):
+                out = out ^ value[k:min(k + HEADER_CHECK_BITS, H)]
+            return out
+
         hdr_head = data.View(self.hdr_layout, hdr_q.r_data)
         run_head = data.View(self.hdr_layout, run_q.r_data)
         prefer_remote = Signal()
@@ -433,11 +443,13 @@ class DMAEngine(wiring.Component):
                 m.d.comb += pick_remote.eq(Mux(lock, lock_remote,
                                                rem_valid & (prefer_remote | ~tile_ready)))
                 with m.If(pick_remote):
-                    m.d.comb += [tx.tvalid.eq(rem_valid), tx.tdata.eq(run_q.r_data)]
+                    m.d.comb += [tx.tvalid.eq(rem_valid),
+                                 tx.tdata.eq(Cat(run_q.r_data, check(run_q.r_data)))]
                 with m.Else():
                     # a tile's header waits for its first payload beat, so that the link
                     # never idles inside a packet for the memory's latency
-                    m.d.comb += [tx.tvalid.eq(tile_ready), tx.tdata.eq(hdr_q.r_data)]
+                    m.d.comb += [tx.tvalid.eq(tile_ready),
+                                 tx.tdata.eq(Cat(hdr_q.r_data, check(hdr_q.r_data)))]
                 m.d.comb += [tx.tuser.eq(1), tx.tkeep.eq(all_keep), tx.tlast.eq(0)]
                 m.d.sync += [lock.eq(tx.tvalid & ~tx.tready), lock_remote.eq(pick_remote)]
                 with m.If(tx_hs):
@@ -485,6 +497,7 @@ class DMAEngine(wiring.Component):
         rx_hdr = Signal(self.hdr_layout)
         rx_addr, rx_seg = Signal(A), Signal(A)
         rx_in_seg, rx_left = Signal(16), Signal(16)
+        rx_past = Signal()          # the next beat's address is past the address space
         rx_hs = Signal()
         m.d.comb += rx_hs.eq(rx.tvalid & rx.tready)
 
@@ -497,8 +510,15 @@ class DMAEngine(wiring.Component):
             with m.If(rx_hs):
                 bad_frame = ~rx.tuser | rx.tlast | (rx_head.beats == 0) | \
                     (rx_head.seg_beats == 0)
+                bad_check = rx.tdata[H:H + HEADER_CHECK_BITS] != check(rx.tdata[:H])
                 with m.If(bad_frame):
                     m.d.comb += ev["rx_framing"].eq(1)
+                    with m.If(rx.tlast):
+                        m.next = "HEADER"
+                    with m.Else():
+                        m.next = "DROP"
+                with m.Elif(bad_check):
+                    m.d.comb += ev["rx_check"].eq(1)
                     with m.If(rx.tlast):
                         m.next = "HEADER"
                     with m.Else():
@@ -510,14 +530,15 @@ class DMAEngine(wiring.Component):
                     m.d.sync += [
                         rx_hdr.eq(rx_head), rx_addr.eq(rx_head.addr),
                         rx_seg.eq(rx_head.addr), rx_in_seg.eq(0),
-                        rx_left.eq(rx_head.beats),
+                        rx_left.eq(rx_head.beats), rx_past.eq(0),
                     ]
                     m.d.comb += inc["packets_received"].eq(1)
                     m.next = "PAYLOAD"
                 if cut:
                     m.d.comb += ev["rx_framing"].eq(1)      # the packet it cut short
 
-        with m.FSM(name="depacketize"):
+        with m.FSM(name="depacketize") as depacketize:
+            m.d.comb += rx_open.eq(depacketize.ongoing("PAYLOAD"))
             with m.State("HEADER"):
                 take_header(cut=False)
             with m.State("PAYLOAD"):
@@ -525,7 +546,15 @@ class DMAEngine(wiring.Component):
                     take_header(cut=True)
                 with m.Else():
                     m.d.comb += rx.tready.eq(rx_free)
-                with m.If(rx_hs & ~rx.tuser):
+                with m.If(rx_hs & ~rx.tuser & rx_past):
+                    # the header's range runs past the end of the address space: the beats
+                    # from there on are dropped, never wrapped around to address 0
+                    m.d.comb += ev["rx_framing"].eq(1)
+                    with m.If(rx.tlast):
+                        m.next = "HEADER"
+                    with m.Else():
+                        m.next = "DROP"
+                with m.If(rx_hs & ~rx.tuser & ~rx_past):
                     m.d.sync += [
                         rxq_v.eq(1),
                         rxq.addr.eq(rx_addr), rxq.data.eq(rx.tdata), rxq.mask.eq(rx.tkeep),
@@ -537,9 +566,11 @@ class DMAEngine(wiring.Component):
                     ]
                     with m.If(rx_in_seg + 1 == rx_hdr.seg_beats):
                         m.d.sync += [rx_in_seg.eq(0), rx_seg.eq(rx_seg + rx_hdr.stride),
-                                     rx_addr.eq(rx_seg + rx_hdr.stride)]
+                                     rx_addr.eq(rx_seg + rx_hdr.stride),
+                                     rx_past.eq((rx_seg + rx_hdr.stride)[A])]
                     with m.Else():
-                        m.d.sync += [rx_in_seg.eq(rx_in_seg + 1), rx_addr.eq(rx_addr + beat)]
+                        m.d.sync += [rx_in_seg.eq(rx_in_seg + 1), rx_addr.eq(rx_addr + beat),
+                                     rx_past.eq((rx_addr + beat)[A])]
                     with m.If(rx.tlast & (rx_left != 1)):
                         # a short packet: what arrived is written where the header said;
                         # the rest is never invented

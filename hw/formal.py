@@ -27,11 +27,18 @@ from amaranth import ClockDomain, Elaboratable, Module, Signal
 from amaranth.back import rtlil
 
 
-__all__ = ["prove", "FormalFailure"]
+__all__ = ["prove", "FormalFailure", "FormalError"]
 
 
 class FormalFailure(AssertionError):
-    """A property failed (the message carries SymbiYosys's summary and the trace location)."""
+    """A property failed: the solver found a trace that violates an ``Assert`` (the message
+    carries SymbiYosys's summary with the failing assertion and the trace's location), or,
+    in ``prove`` mode, the induction step failed (the property may hold but is not proved)."""
+
+
+class FormalError(RuntimeError):
+    """The flow itself failed (a tool error, a timeout, an unknown status): nothing was proved
+    and nothing was refuted."""
 
 
 class _Top(Elaboratable):
@@ -93,12 +100,27 @@ def prove(spec, workdir, *, mode="prove", depth=10, name="spec", solver="cvc4", 
         [files]
         {name}.il
         """))
-    job = subprocess.run(["yowasp-sby", "-f", f"{name}.sby"], cwd=workdir, env=env,
-                         capture_output=True, text=True, timeout=timeout_s)
+    try:
+        job = subprocess.run(["yowasp-sby", "-f", f"{name}.sby"], cwd=workdir, env=env,
+                             capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise FormalError(f"{name}: {mode} did not finish in {timeout_s} s ({workdir})") \
+            from None
     summary = [line for line in job.stdout.splitlines()
                if "summary" in line or "Assert failed" in line or "ERROR" in line
-               or "trace" in line.lower() or "DONE" in line]
-    if job.returncode != 0:
-        raise FormalFailure(f"{name}: {mode} failed (exit {job.returncode}) in {workdir}\n" +
-                            "\n".join(summary[-30:]) + "\n" + job.stderr[-2000:])
-    return summary
+               or "trace" in line.lower() or "DONE" in line or "failed" in line]
+    text = "\n".join(summary[-30:])
+    if job.returncode == 0 and "DONE (PASS" in job.stdout:
+        return summary
+    # SymbiYosys: rc 2 is FAIL (a counterexample); anything else is an error or unknown
+    if "DONE (FAIL" in job.stdout and ("Assert failed" in job.stdout or
+                                       "failed assertion" in job.stdout or
+                                       "Induction step" in job.stdout):
+        raise FormalFailure(f"{name}: {mode} failed: an assertion does not hold ({workdir})\n" +
+                            text)
+    if "DONE (UNKNOWN" in job.stdout and "induction failed" in job.stdout:
+        raise FormalFailure(f"{name}: {mode} failed: the induction step does not close (the "
+                            f"property may hold but is not proved; strengthen it) ({workdir})\n"
+                            + text)
+    raise FormalError(f"{name}: {mode} ended without a verdict (exit {job.returncode}) in "
+                      f"{workdir}\n{text}\n{job.stderr[-2000:]}")

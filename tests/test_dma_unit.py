@@ -122,7 +122,7 @@ def test_geometries(params, dparams):
 
 def test_header_must_fit_a_beat():
     from dma.rtl import DMAEngine
-    with pytest.raises(ValueError, match="the link header needs 130 bits, more than one beat "
+    with pytest.raises(ValueError, match="the link header needs 146 bits, more than one beat "
                                          "of beat_bits 128"):
         DMAEngine(T3Params(beat_bits=128), DP)
 

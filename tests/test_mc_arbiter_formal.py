@@ -156,5 +156,5 @@ def test_formal_flow_reports_a_false_property(tmp_path):
             m.d.comb += Assert((core.starve_limit == 0) | (core.starve < core.starve_limit))
             return m
 
-    with pytest.raises(FormalFailure, match=r"^wrong: prove failed"):
+    with pytest.raises(FormalFailure, match=r"^wrong: prove failed: an assertion does not hold"):
         prove(Wrong(), tmp_path, mode="prove", depth=4, name="wrong")

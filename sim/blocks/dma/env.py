@@ -16,7 +16,7 @@ Checked while running: a source (``mem``, ``tx``) that withdraws or changes a pe
 import collections
 import random
 
-from dma.config import header_layout
+from dma.config import header_packer
 from dma.model import frames_to_packets, read_beat
 from hw.interfaces import (Op, Packer, Source, mem_request_layout, mem_response_layout,
                            trigger_layout)
@@ -79,6 +79,9 @@ class DMAEnv:
         Indices of reads answered twice (a duplicate follows the response), or never; a run
         with a lost response (or a bad tag) may end with a packet cut short on ``tx`` (the
         engine drops the responses after it and waits).
+    link_fault : callable or None
+        ``link_fault(frame) -> beats``: what the loopback delivers of each frame sent
+        (:class:`sim.blocks.dma.faults.LinkFaults` drops, duplicates, truncates, corrupts).
     rx_frames : list of frames
         Extra frames (``[(tdata, tkeep, tuser, tlast), ...]``) offered on ``rx`` from the
         first cycle, e.g. malformed ones.
@@ -87,7 +90,7 @@ class DMAEnv:
     def __init__(self, params, dparams, scenario, *, seed=0, trig_pause=0.0, remote_pause=0.0,
                  resp_pause=0.0, rx_pause=0.0, mem_stall=0.0, tx_stall=0.0, mem_latency=8,
                  link="loopback", link_latency=4, error_reads=(), bad_tags=(), rx_frames=(),
-                 extra_resps=(), lost_resps=()):
+                 extra_resps=(), lost_resps=(), link_fault=None):
         self.params, self.dparams = params, dparams
         rng = random.Random(seed)
         self.rng = rng
@@ -95,7 +98,7 @@ class DMAEnv:
         self.trig_pk = Packer(trigger_layout(params, dparams.commands))
         self.req_pk = Packer(mem_request_layout(params))
         self.resp_pk = Packer(mem_response_layout(params))
-        self.hdr_pk = Packer(header_layout(params, dparams))
+        self.hdr_pk = header_packer(params, dparams)
         self.trig = _Source(random.Random(rng.random()), trig_pause)
         self.trig.queue.extend(scenario.triggers)
         self.remote = _Source(random.Random(rng.random()), remote_pause)
@@ -107,6 +110,7 @@ class DMAEnv:
         self.mem_latency, self.link, self.link_latency = mem_latency, link, link_latency
         self.error_reads, self.bad_tags = set(error_reads), set(bad_tags)
         self.extra_resps, self.lost_resps = set(extra_resps), set(lost_resps)
+        self.link_fault = link_fault
         self._mem_rng = random.Random(rng.random())
         self._tx_rng = random.Random(rng.random())
         self.cycle = 0
@@ -210,8 +214,10 @@ class DMAEnv:
                 self._frame.append(beat)
                 if beat[3]:
                     self.frames.append(self._frame)
-                    for b in self._frame if self.link == "loopback" else ():
-                        self.rx.queue.append((now + self.link_latency, b))
+                    if self.link == "loopback":
+                        beats = self._frame if self.link_fault is None else \
+                            self.link_fault(self._frame)
+                        self.rx.queue.extend((now + self.link_latency, b) for b in beats)
                     self._frame = []
             if self.rx.offering is not None and out["rx__tready"]:
                 self.rx.offering = None

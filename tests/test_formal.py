@@ -1,0 +1,322 @@
+"""Formal proofs of the blocks' promises (SymbiYosys through :func:`hw.formal.prove`, CVC4).
+
+Each spec instantiates a small geometry of a block, drives every input with ``AnySeq`` under the
+port rules (a stream's payload holds while it waits; registers are written only in a set-up phase
+of any length before traffic starts) and states the block's promise with ``Assert``s over its
+ports, observed by the spec's own counters.  ``bmc`` proofs hold for every trace of up to
+``depth`` cycles from reset; ``prove`` (k-induction) for all time.  The arbiter's proofs are in
+``tests/test_mc_arbiter_formal.py``; ``docs/verification.md`` lists every proof with its depth
+and time.
+"""
+
+from amaranth import Cat, Elaboratable, Module, Mux, Signal
+from amaranth.asserts import AnyConst, AnySeq
+from amaranth.hdl import Assert, Assume
+import pytest
+
+from dma.config import DMAParams
+from dma.rtl import DMAEngine
+from hw.axil import AXILiteToCSR
+from hw.formal import FormalError, FormalFailure, prove
+from hw.interfaces import ElemType, Op
+from hw.params import T3Params
+from nmc.config import HBMTiming, NMCParams
+from nmc.rtl import NMCUnit
+from system.link import LinkModel
+from tracker.config import TrackerParams
+from tracker.rtl import Tracker
+
+
+SMALL = T3Params(beat_bits=32, addr_bits=12, wg_id_bits=2, wf_id_bits=1, tag_bits=3)
+
+
+def free(m, *signals):
+    for sig in signals:
+        m.d.comb += sig.eq(AnySeq(len(sig)))
+
+
+def stream_source(m, valid, payload, ready, name):
+    """``valid``/``payload`` free, except that a request once offered holds until taken."""
+    free(m, valid, payload)
+    held = Signal(name=f"{name}_held")
+    last = Signal(len(payload), name=f"{name}_last")
+    m.d.sync += [held.eq(valid & ~ready), last.eq(payload)]
+    m.d.comb += Assume(~held | (valid & (payload == last)))
+
+
+def setup_phase(m, csr):
+    """Register writes only during a set-up phase of any length; returns ``running``."""
+    setup = Signal(init=1)
+    m.d.sync += setup.eq(setup & AnySeq(1))
+    free(m, csr.addr, csr.w_data, csr.w_stb)
+    m.d.comb += Assume(~csr.w_stb | setup)
+    return ~setup
+
+
+# --- link: order, integrity, latency ----------------------------------------------------------
+
+class LinkSpec(Elaboratable):
+    """The ``n``-th beat out of the link is the ``n``-th beat in, unchanged, at least
+    ``latency`` cycles later, for any ``n`` (``AnyConst``); never more beats out than in."""
+
+    def __init__(self, latency=3, claim=None):
+        self.latency = latency
+        self.claim = latency if claim is None else claim     # the latency asserted
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = LinkModel(SMALL, latency=self.latency, num=1, den=2)
+        beat = lambda port: Cat(port.tdata, port.tkeep, port.tlast, port.tuser)  # noqa: E731
+        stream_source(m, dut.i.tvalid, beat(dut.i), dut.i.tready, "i")
+        free(m, dut.o.tready)
+        n_in, n_out, age = Signal(6), Signal(6), Signal(6)
+        target = AnyConst(6)
+        seen, saved = Signal(), Signal(len(beat(dut.i)))
+        go_in = dut.i.tvalid & dut.i.tready
+        go_out = dut.o.tvalid & dut.o.tready
+        m.d.sync += [n_in.eq(n_in + go_in), n_out.eq(n_out + go_out)]
+        with m.If(go_in & (n_in == target)):
+            m.d.sync += [seen.eq(1), saved.eq(beat(dut.i)), age.eq(1)]
+        with m.Elif(seen & (age != 63)):
+            m.d.sync += age.eq(age + 1)
+        m.d.comb += Assert(n_out <= n_in)
+        with m.If(go_out & (n_out == target)):
+            m.d.comb += [Assert(seen), Assert(beat(dut.o) == saved),
+                         Assert(age >= self.claim)]
+        return m
+
+
+# --- AXI4-Lite bridge: one response per request, no write without address and data ------------
+
+class AXILiteSpec(Elaboratable):
+    """Any host obeying AXI (a valid holds until ready): the register bus is written only in
+    a cycle where both the address and the data are taken, with that address and data; every
+    write gets exactly one ``B``, every read one ``R``, none unasked; one transaction at a
+    time."""
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = AXILiteToCSR(6)
+        bus = dut.axil
+        stream_source(m, bus.awvalid, Cat(bus.awaddr, bus.awprot), bus.awready, "aw")
+        stream_source(m, bus.wvalid, Cat(bus.wdata, bus.wstrb), bus.wready, "w")
+        stream_source(m, bus.arvalid, Cat(bus.araddr, bus.arprot), bus.arready, "ar")
+        free(m, bus.bready, bus.rready, dut.csr.r_data)
+        aw = bus.awvalid & bus.awready
+        w = bus.wvalid & bus.wready
+        ar = bus.arvalid & bus.arready
+        b = bus.bvalid & bus.bready
+        r = bus.rvalid & bus.rready
+        pend_w, pend_r = Signal(2), Signal(2)
+        m.d.sync += [pend_w.eq(pend_w + aw - b), pend_r.eq(pend_r + ar - r)]
+        m.d.comb += [
+            Assert(aw == w),                                     # address and data together
+            Assert(~dut.csr.w_stb | (aw & w & (bus.wstrb == 0xF) & (bus.awaddr[:2] == 0) &
+                                     (dut.csr.addr == bus.awaddr[2:]) &
+                                     (dut.csr.w_data == bus.wdata))),
+            Assert(pend_w <= 1), Assert(pend_r <= 1), Assert(~(pend_w & pend_r)),
+            Assert(bus.bvalid == (pend_w == 1)),                 # a B only for a write taken
+            Assert(~bus.rvalid | (pend_r == 1)),                 # an R only for a read taken
+            Assert(~(aw | ar) | ((pend_w == 0) & (pend_r == 0))),
+        ]
+        return m
+
+
+# --- NMC: responses in order, one per command --------------------------------------------------
+
+NMC_SMALL = NMCParams(bank_groups=2, banks=1, columns=2, rows=2, resp_depth=4,
+                      timing=HBMTiming(CL=4, RCD=2, RP=2, RAS=3, CCD_S=1, CCD_L=2, WTR_S=1,
+                                       WTR_L=2, CCDWL=2), formats=("fp32",))
+
+
+class NMCSpec(Elaboratable):
+    """Commands numbered by their tag in issue order: the responses come back with the tags in
+    the same order, one per command, never one without a command; a refused command (bad
+    address) is answered with ``error``."""
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = NMCUnit(SMALL, NMC_SMALL)
+        c = dut.cmd.payload
+        stream_source(m, dut.cmd.valid, c.as_value(), dut.cmd.ready, "cmd")
+        free(m, dut.resp.ready)
+        setup_phase(m, dut.csr)
+        n_cmd, n_resp = Signal(8), Signal(8)
+        tags = 1 << SMALL.tag_bits
+        m.d.comb += [Assume(c.tag == n_cmd[:SMALL.tag_bits]),
+                     Assume(c.etype == ElemType.FP32)]
+        go_c = dut.cmd.valid & dut.cmd.ready
+        go_r = dut.resp.valid & dut.resp.ready
+        m.d.sync += [n_cmd.eq(n_cmd + go_c), n_resp.eq(n_resp + go_r)]
+        m.d.comb += [Assert(n_resp <= n_cmd), Assert(n_cmd - n_resp <= NMC_SMALL.resp_depth)]
+        with m.If(dut.resp.valid):
+            m.d.comb += [Assert(n_resp < n_cmd),
+                         Assert(dut.resp.payload.tag == n_resp[:SMALL.tag_bits])]
+        assert tags > NMC_SMALL.resp_depth
+        return m
+
+
+# --- DMA: credits, one packet per trigger, receive stays in its header's range ------------------
+
+DMA_P = T3Params(beat_bits=128, addr_bits=12, wg_id_bits=2, wf_id_bits=1, tag_bits=2)
+DMA_D = DMAParams(commands=1, max_granularity=2, buffer_beats=4, trigger_depth=2, gpu_bits=1,
+                  dim_bits=5, remote_burst=2, remote_flush=2)
+
+
+class DMASendSpec(Elaboratable):
+    """Any triggers and any command table (set-up writes), a memory answering its reads in
+    order after any delay: reads in flight plus buffered beats never exceed the payload
+    buffer, a response is never refused, and no more tile packets leave than triggers came."""
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = DMAEngine(DMA_P, DMA_D)
+        running = setup_phase(m, dut.csr)
+        stream_source(m, dut.trig.valid, dut.trig.payload.as_value(), dut.trig.ready, "trig")
+        m.d.comb += Assume(~dut.trig.valid | running)
+        m.d.comb += [dut.remote.valid.eq(0), dut.rx.tvalid.eq(0)]
+        free(m, dut.mem.ready, dut.tx.tready)
+        # the memory: answers the reads in order, tag = read number, any delay
+        reads, resps, payload, trigs, tiles = (Signal(8, name=n) for n in
+                                               ("reads", "resps", "payload", "trigs", "tiles"))
+        go_read = dut.mem.valid & dut.mem.ready & (dut.mem.payload.op == Op.READ)
+        go_resp = dut.resp.valid & dut.resp.ready
+        free(m, dut.resp.valid, dut.resp.payload.data, dut.resp.payload.error)
+        m.d.comb += [Assume(~dut.resp.valid | (resps < reads)),
+                     dut.resp.payload.tag.eq(resps[:DMA_P.tag_bits]),
+                     dut.resp.payload.op.eq(Op.READ)]
+        held = Signal()
+        m.d.sync += held.eq(dut.resp.valid & ~dut.resp.ready)
+        m.d.comb += Assume(~held | dut.resp.valid)
+        tx_go = dut.tx.tvalid & dut.tx.tready
+        m.d.sync += [reads.eq(reads + go_read), resps.eq(resps + go_resp),
+                     payload.eq(payload + (tx_go & ~dut.tx.tuser)),
+                     trigs.eq(trigs + (dut.trig.valid & dut.trig.ready)),
+                     tiles.eq(tiles + (tx_go & dut.tx.tuser))]
+        m.d.comb += [
+            Assert(reads - payload <= DMA_D.buffer_beats),
+            Assert(~dut.resp.valid | dut.resp.ready),
+            Assert(tiles <= trigs),
+            Assert(payload <= resps),
+        ]
+        return m
+
+
+class DMAReceiveSpec(Elaboratable):
+    """Any beats on ``rx`` (any framing, any header fields, contiguous segments): every memory
+    write lands inside the range its packet's header gave (never wrapped past the end of the
+    address space), and there are never more writes than payload beats taken.  The memory is
+    always ready here (a stalled write only waits, unchanged: the simulation tests check that
+    under backpressure)."""
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = DMAEngine(DMA_P, DMA_D)
+        setup_phase(m, dut.csr)
+        rx = dut.rx
+        stream_source(m, rx.tvalid, Cat(rx.tdata, rx.tkeep, rx.tlast, rx.tuser), rx.tready, "rx")
+        hdr = dut.hdr_layout(rx.tdata[:dut.hdr_layout.size])
+        m.d.comb += Assume(~(rx.tvalid & rx.tuser) | (hdr.seg_beats == hdr.beats))
+        m.d.comb += [dut.trig.valid.eq(0), dut.remote.valid.eq(0), dut.resp.valid.eq(0),
+                     dut.mem.ready.eq(1)]
+        free(m, dut.tx.tready)
+        bb = DMA_P.beat_bytes
+        # the range of the last header taken, and of the header current when the beat before
+        # was taken: with memory always ready a payload beat is written in the next cycle
+        cur_lo, pend_lo = Signal(DMA_P.addr_bits), Signal(DMA_P.addr_bits)
+        cur_hi, pend_hi = Signal(DMA_P.addr_bits + 17), Signal(DMA_P.addr_bits + 17)
+        go = rx.tvalid & rx.tready
+        with m.If(go & rx.tuser):
+            m.d.sync += [cur_lo.eq(hdr.addr), cur_hi.eq(hdr.addr + hdr.beats * bb)]
+        with m.If(go & ~rx.tuser):
+            m.d.sync += [pend_lo.eq(cur_lo), pend_hi.eq(cur_hi)]
+        beats_in, writes = Signal(8), Signal(8)
+        write = dut.mem.valid & dut.mem.ready & (dut.mem.payload.op != Op.READ)
+        m.d.sync += [beats_in.eq(beats_in + (go & ~rx.tuser)), writes.eq(writes + write)]
+        a = dut.mem.payload.addr
+        with m.If(dut.mem.valid & (dut.mem.payload.op != Op.READ)):
+            m.d.comb += Assert((a >= pend_lo) & (a + bb <= pend_hi))
+        m.d.comb += Assert(writes <= beats_in)
+        return m
+
+
+# --- Tracker: a trigger exactly when a tile's count reaches its threshold ----------------------
+
+T_SMALL = TrackerParams(sets=1, ways=2, regions=1, count_bits=4)
+
+
+class TrackerSpec(Elaboratable):
+    """For any wavefront tile (``AnyConst`` ids) whose well-formed updates never pass its
+    threshold, among any other traffic: the tile's trigger fires exactly when its accepted
+    updates reach the threshold (none before, one then, carrying its ids and region), and
+    a held access is held, not dropped (its handshake happens once)."""
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = Tracker(SMALL, T_SMALL)
+        running = setup_phase(m, dut.csr)
+        req = dut.i.payload
+        stream_source(m, dut.i.valid, req.as_value(), dut.i.ready, "i")
+        m.d.comb += Assume(~dut.i.valid | running)
+        free(m, dut.o.ready)
+        regs = dut.regs
+        wg, wf = AnyConst(SMALL.wg_id_bits), AnyConst(SMALL.wf_id_bits)
+        mine = (req.wg_id == wg) & (req.wf_id == wf)
+        base, size = regs.rw("region0_base"), regs.rw("region0_size")
+        threshold = regs.rw("region0_tile_elems") * regs.rw("region0_updates")
+        inside = (size != 0) & (req.addr >= base) & (req.addr < base + size)
+        enabled = regs.rw("ctrl").enable
+        counted = mine & enabled & req.tracked & ((req.op == Op.STORE) | (req.op == Op.UPDATE)) \
+            & inside
+        # the tile's accesses are well formed: whole fp32 elements, aligned, in region 0
+        m.d.comb += Assume(~(dut.i.valid & mine) | (
+            (req.etype == ElemType.FP32) & (req.addr[:2] == 0) & (req.mask != 0) &
+            ((req.mask == 0xF) | (req.mask == 0))))
+        inc = Mux(req.mask == 0xF, 1, 0)
+        shadow = Signal(8)
+        owed = Signal(2)
+        take = dut.i.valid & dut.i.ready
+        fires = Signal()
+        m.d.comb += fires.eq(take & counted & (shadow + inc == threshold))
+        m.d.comb += Assume(~(dut.i.valid & counted) | (shadow + inc <= threshold))
+        m.d.comb += Assume(threshold <= T_SMALL.max_count)
+        with m.If(fires):
+            m.d.sync += shadow.eq(0)
+        with m.Elif(take & counted):
+            m.d.sync += shadow.eq(shadow + inc)
+        out = dut.o.payload
+        out_mine = dut.o.valid & dut.o.ready & (out.wg_id == wg) & (out.wf_id == wf)
+        m.d.sync += owed.eq(owed + fires - out_mine)
+        m.d.comb += [Assert(~out_mine | (owed != 0) | fires), Assert(owed <= 1)]
+        with m.If(out_mine):
+            m.d.comb += Assert(out.region == 0)
+        return m
+
+
+# --- the proofs -----------------------------------------------------------------------------------
+
+PROOFS = {
+    "link": (LinkSpec, "bmc", 16),
+    "axil": (AXILiteSpec, "bmc", 12),
+    "nmc": (NMCSpec, "bmc", 14),
+    "dma_send": (DMASendSpec, "bmc", 16),
+    "dma_receive": (DMAReceiveSpec, "bmc", 12),
+    "tracker": (TrackerSpec, "bmc", 12),
+}
+
+
+@pytest.mark.parametrize("name", list(PROOFS))
+def test_block_promise_holds(name, tmp_path):
+    spec, mode, depth = PROOFS[name]
+    prove(spec(), tmp_path, mode=mode, depth=depth, name=name)
+
+
+def test_a_false_property_is_reported_as_a_failed_assertion(tmp_path):
+    """The flow can fail, and says which way: a link of latency 3 does not take 4 cycles."""
+    with pytest.raises(FormalFailure, match=r"^link: bmc failed: an assertion does not hold"):
+        prove(LinkSpec(latency=3, claim=4), tmp_path, mode="bmc", depth=12, name="link")
+
+
+def test_a_flow_that_ends_without_a_verdict_is_not_a_failure(tmp_path):
+    with pytest.raises(FormalError, match=r"^link: bmc did not finish in 0.01 s"):
+        prove(LinkSpec(), tmp_path, mode="bmc", depth=40, name="link", timeout_s=0.01)
