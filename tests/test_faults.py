@@ -80,3 +80,118 @@ def test_a_fault_free_loopback_is_all_intact():
 def teardown_module():
     if TALLY:
         print("\nfault campaign:", dict(sorted(TALLY.items())))
+
+
+# --- the driver under random configurations ------------------------------------------------------
+
+def test_driver_takes_or_refuses_every_random_configuration(t3_options):
+    """Random sequences of driver calls with good and bad arguments (Hypothesis): each call
+    returns or raises ``ValueError`` with a one-line message; a refused call leaves the
+    configuration as it was; whatever was taken programs every GPU (each register value fits
+    its register)."""
+    from hypothesis import HealthCheck, given, settings, strategies as st
+    from sim.system.driver import Driver, Range
+    from system.node import NodeParams, block_registers
+
+    params, nparams = T3Params(), NodeParams()
+    regs = block_registers(params, nparams)
+    gpus = 4
+    ints = st.one_of(st.integers(0, 4), st.integers(-2, 40),
+                     st.sampled_from([16, 64, 256, 1 << 20]),
+                     st.just(1.5), st.just(None), st.just("3"))
+    dtypes = st.sampled_from(["fp16", "bf16", "fp32", "int32", "fp8", None])
+
+    def call(driver, data):
+        """One random driver call; returns its kind.  Half the calls draw every argument from
+        values the driver should take, half mix in bad ones."""
+        buffers = [b for g in range(gpus) for b in driver.configuration()[g].buffers.values()]
+        sane = data.draw(st.booleans())
+
+        def pick(good, bad=ints):
+            return data.draw(good if sane else st.one_of(good, bad))
+
+        def some_range():
+            if not buffers or (not sane and data.draw(st.integers(0, 9)) == 0):
+                return data.draw(st.sampled_from([None, 0, "C"]))
+            buf = data.draw(st.sampled_from(buffers))
+            first = pick(st.integers(0, buf.cols - 1))
+            room = buf.cols - first if type(first) is int and 0 <= first < buf.cols else 8
+            return buf.cols_range(first, pick(st.integers(1, room)))
+
+        def dst_range(src, gpu):
+            there = driver.configuration()[gpu % gpus].buffers.get("C") \
+                if isinstance(gpu, int) else None
+            if isinstance(src, Range) and there is not None and (sane or data.draw(
+                    st.booleans())):
+                return there.cols_range(src.first, src.count)
+            return some_range()
+
+        def dst_gpu(src):
+            if isinstance(src, Range) and (sane or data.draw(st.booleans())):
+                return (src.buffer.gpu - 1) % gpus
+            return data.draw(ints)
+
+        kind = data.draw(st.sampled_from(["malloc", "remote_map", "dma_map", "arbitration",
+                                          "unmap", "gemm"]))
+        if kind == "malloc":
+            sizes = st.sampled_from([16, 32, 48])
+            driver.malloc(data.draw(st.sampled_from(["A", "B", "C"])),
+                          pick(st.integers(0, gpus - 1)), pick(sizes), pick(sizes),
+                          pick(st.sampled_from(["fp16", "fp32"]), dtypes))
+        elif kind == "remote_map":
+            src = some_range()
+            gpu = dst_gpu(src)
+            driver.remote_map(src, gpu, dst_range(src, gpu))
+        elif kind == "dma_map":
+            src = some_range()
+            gpu = dst_gpu(src)
+            driver.dma_map(src, gpu, dst_range(src, gpu),
+                           op=pick(st.sampled_from(["update", "store"]), st.just("add")),
+                           updates_per_element=pick(st.integers(1, 4)),
+                           granularity=pick(st.integers(1, 2)),
+                           tile=pick(st.sampled_from([(16, 1), (32, 1)]),
+                                     st.one_of(st.tuples(ints, ints), st.just(None))),
+                           tracked_at_dst=pick(st.booleans(), st.sampled_from(["no", 1])))
+        elif kind == "arbitration":
+            driver.set_arbitration(pick(st.sampled_from(["MCA", "round_robin", "compute_first"]),
+                                        st.sampled_from(["fifo", 3, None])),
+                                   threshold=pick(st.one_of(st.none(), st.integers(0, 32))),
+                                   auto_threshold=pick(st.booleans(), st.just(2)))
+        elif kind == "unmap":
+            data.draw(st.sampled_from([driver.remote_unmap, driver.dma_unmap]))(
+                pick(st.one_of(st.none(), st.integers(0, gpus - 1))))
+        else:
+            out = data.draw(st.sampled_from(buffers)) if buffers else None
+            driver.gemm(out, [[data.draw(st.integers(0, 300))]], pick(st.integers(1, 4)),
+                        tracked_gpu=pick(st.one_of(st.none(), st.integers(0, gpus - 1))))
+        return kind
+
+    outcomes = collections.Counter()
+
+    @settings(max_examples=3000 if t3_options.soak else 200, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def run(data):
+        driver = Driver(params, nparams, gpus)
+        dtype = data.draw(st.sampled_from(["fp16", "fp32"]))
+        for g in range(gpus):
+            driver.malloc("C", g, 32, 16, dtype)
+        for _ in range(data.draw(st.integers(1, 12))):
+            before = driver.configuration()
+            try:
+                outcomes[f"taken {call(driver, data)}"] += 1
+            except ValueError as e:
+                message = str(e)
+                assert message and "\n" not in message, f"refusal message {message!r}"
+                assert driver.configuration() == before, f"refused ({message}) but changed"
+                outcomes["refused"] += 1
+            for g in range(gpus):
+                assert driver.register_writes(g, regs)
+
+    run()
+    for key, value in outcomes.items():
+        TALLY[f"driver:{key}"] += value
+    # the campaign reached every kind of call on both sides of the checks
+    for kind in ("malloc", "remote_map", "dma_map", "arbitration", "unmap", "gemm"):
+        assert outcomes[f"taken {kind}"], f"no {kind} call was ever taken"
+    assert outcomes["refused"]

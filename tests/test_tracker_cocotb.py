@@ -80,7 +80,10 @@ async def error_paths(dut):
     requests = good[:150] + [r for r, _ in bad] + good[150:] + overflow
     tb, fires, regs = await run_and_check(dut, requests, regions, 0.25, 0.25, cfg["seed"])
     assert regs["status"] & Status.ERRORS == Status.ERRORS, f"status 0x{regs['status']:x}"
-    assert regs["errors"] >= len([e for _, e in bad if e]) + 1
+    # each bad access is one error; the overflow tile's accesses add beat_bytes / 2 elements
+    # each, so exactly one of them would pass max_count (= 2**count_bits - 1, a multiple of
+    # neither) -- check_run has already matched every count with the model
+    assert regs["errors"] == len([e for _, e in bad if e]) + 1
 
 
 @cocotb.test()
@@ -104,7 +107,8 @@ async def set_full(dut):
     assert regs["status"] & Status.SET_FULL
     assert regs["accesses"] == len(reqs) and regs["tracked"] == tparams.ways
     assert regs["occupancy"] == tparams.ways
-    assert regs["stall_full"] >= 15
+    # held from the cycle after its handshake through the 20 idle cycles and the reads
+    assert regs["stall_full"] >= 20
     assert int(dut.i__ready.value) == 0
     # nothing behind the held access is taken
     tb.source.send_nowait(reqs[0])

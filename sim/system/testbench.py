@@ -121,6 +121,8 @@ class RingHost:
                 dtype=self.wl.spec.dtype),
             "cycles": sum(cycles.values()), "phase_cycles": cycles,
             "dram": dict(dram, link_utilization=link_util,
+                         link_payload_beats=sums[link_phase]["dma.beats_sent"],
+                         link_busy_beats=sums[link_phase]["dma.link_busy"],
                          tracker_peak_occupancy=max(a["tracker.peak_occupancy"]
                                                     for a in after)),
             "status": {g: {k: v for k, v in a.items() if k.endswith(("status", "errors"))}
