@@ -74,7 +74,7 @@ STATUS = Reg("status", None, "w1c", "errors", fields=(
                             "or a lost response); dropped, and the tile waits"),
     Field("rx_framing", doc="a received packet was malformed (see docs/dma.md)"),
     Field("rx_wrong_gpu", doc="a received packet was addressed to another GPU; dropped"),
-    Field("rx_check", doc="a received header failed its check byte; the packet was dropped"),
+    Field("rx_check", doc="a received header failed its check field; the packet was dropped"),
     Field("cmd_busy", doc="a write to a command's registers while it holds tiles of an "
                           "incomplete block (or dispatches one); ignored: `forget` first"),
     Field("rx_open", lsb=16, live=True,

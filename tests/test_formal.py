@@ -274,7 +274,7 @@ class TrackerSpec(Elaboratable):
             ((req.mask == 0xF) | (req.mask == 0))))
         inc = Mux(req.mask == 0xF, 1, 0)
         shadow = Signal(8)
-        owed = Signal(2)
+        owed = Signal(3)        # fired at the input, trigger not yet taken from ``o``
         take = dut.i.valid & dut.i.ready
         fires = Signal()
         m.d.comb += fires.eq(take & counted & (shadow + inc == threshold))
@@ -287,7 +287,8 @@ class TrackerSpec(Elaboratable):
         out = dut.o.payload
         out_mine = dut.o.valid & dut.o.ready & (out.wg_id == wg) & (out.wf_id == wf)
         m.d.sync += owed.eq(owed + fires - out_mine)
-        m.d.comb += [Assert(~out_mine | (owed != 0) | fires), Assert(owed <= 1)]
+        # at most two owed: one in the output register, one held behind it in stage 1
+        m.d.comb += [Assert(~out_mine | (owed != 0)), Assert(owed <= 2)]
         with m.If(out_mine):
             m.d.comb += Assert(out.region == 0)
         return m
@@ -295,20 +296,24 @@ class TrackerSpec(Elaboratable):
 
 # --- the proofs -----------------------------------------------------------------------------------
 
+#: name: (spec, mode, depth, depth under --soak).  The depths keep each proof within about a
+#: minute on one core (BMC's cost grows steeply with depth: the link takes 10 s at 8 and 170 s
+#: at 10, the DMA's receive side 17 s at 6 and 140 s at 7); docs/verification.md lists them.
 PROOFS = {
-    "link": (LinkSpec, "bmc", 16),
-    "axil": (AXILiteSpec, "bmc", 12),
-    "nmc": (NMCSpec, "bmc", 14),
-    "dma_send": (DMASendSpec, "bmc", 16),
-    "dma_receive": (DMAReceiveSpec, "bmc", 12),
-    "tracker": (TrackerSpec, "bmc", 12),
+    "link": (LinkSpec, "bmc", 8, 10),
+    "axil": (AXILiteSpec, "bmc", 7, 8),
+    "nmc": (NMCSpec, "bmc", 7, 8),
+    "dma_send": (DMASendSpec, "bmc", 9, 12),
+    "dma_receive": (DMAReceiveSpec, "bmc", 6, 7),
+    "tracker": (TrackerSpec, "bmc", 7, 8),
 }
 
 
 @pytest.mark.parametrize("name", list(PROOFS))
-def test_block_promise_holds(name, tmp_path):
-    spec, mode, depth = PROOFS[name]
-    prove(spec(), tmp_path, mode=mode, depth=depth, name=name)
+def test_block_promise_holds(name, tmp_path, t3_options):
+    spec, mode, depth, soak_depth = PROOFS[name]
+    prove(spec(), tmp_path, mode=mode, depth=soak_depth if t3_options.soak else depth,
+          name=name, timeout_s=3600)
 
 
 def test_a_false_property_is_reported_as_a_failed_assertion(tmp_path):
