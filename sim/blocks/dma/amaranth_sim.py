@@ -29,23 +29,44 @@ def _port(dut, name):
 
 
 def simulate_dma(params, dparams, scenario, *, max_cycles=200_000, vcd=None, then=(),
-                 **env_args):
+                 reset_at=None, **env_args):
     """Program ``scenario``'s command table, run it to quiescence, read the statistics.
 
     ``then``: further phases ``[(register writes, triggers), ...]``; after each quiescence the
-    writes (``[(name, value)]``) are made and the triggers offered, and the run goes on."""
+    writes (``[(name, value)]``) are made and the triggers offered, and the run goes on.
+    ``reset_at``: in that cycle the engine is reset (two cycles) mid-run, as a host would after
+    a fault: what the link carried of a packet it was sending is delivered cut short, the
+    registers are programmed again and every trigger of the scenario is offered again."""
+    from amaranth.hdl import ResetInserter
+    from amaranth import Signal
     dut = DMAEngine(params, dparams)
+    rst = Signal()
+    top = ResetInserter({"sync": rst})(dut)
     env = DMAEnv(params, dparams, scenario, **env_args)
     inputs = {name: _port(dut, name) for name in INPUTS if env.link or "x__" not in name}
     outputs = [name for name in OUTPUTS if env.link or "x__" not in name]
     out_sigs = [_port(dut, name) for name in outputs]
     regs, state = {}, {}
 
-    async def bench(ctx):
+    async def program(ctx):
         for name, value in register_values(params, dparams, scenario.commands, scenario.gpu_id,
                                            scenario.remote):
             await reg_write(ctx, dut.csr, dut.regs, name, value)
         await reg_write(ctx, dut.csr, dut.regs, "cmd", CMD.encode(clear=1))
+
+    async def reset(ctx):
+        for name in inputs:
+            if name.endswith("valid"):
+                ctx.set(inputs[name], 0)
+        ctx.set(rst, 1)
+        await ctx.tick().repeat(2)
+        ctx.set(rst, 0)
+        env.engine_reset()
+        await program(ctx)
+        env.trig.queue.extend(scenario.triggers)
+
+    async def bench(ctx):
+        await program(ctx)
         start = time.perf_counter()
         for phase in [None, *then]:
             if phase is not None:
@@ -58,6 +79,8 @@ def simulate_dma(params, dparams, scenario, *, max_cycles=200_000, vcd=None, the
                 env.trig.queue.extend(triggers)
                 env.quiet = 0
             while not env.done() and env.cycle < max_cycles:
+                if env.cycle == reset_at:
+                    await reset(ctx)
                 for name, value in env.drive().items():
                     if name in inputs:
                         ctx.set(inputs[name], value)
@@ -68,5 +91,5 @@ def simulate_dma(params, dparams, scenario, *, max_cycles=200_000, vcd=None, the
         for name in STAT_REGISTERS:
             regs[name] = await reg_read(ctx, dut.csr, dut.regs, name)
 
-    run_testbench(dut, bench, vcd)
+    run_testbench(top, bench, vcd)
     return DMARun(env, regs, env.cycle, state["wall"])

@@ -115,6 +115,7 @@ class DMAEnv:
         self._tx_rng = random.Random(rng.random())
         self.cycle = 0
         self.quiet = 0
+        self.cut_frames = []        # frames a reset cut short
         self.reads = 0
         self.writes = []            # (cycle, request) applied to memory, in order
         self.read_log = []          # (cycle, request)
@@ -224,6 +225,25 @@ class DMAEnv:
                 busy = True
         self.quiet = 0 if busy else self.quiet + 1
         self.cycle += 1
+
+    def engine_reset(self):
+        """The engine was reset: the frame it was sending ends cut short (delivered so in a
+        loopback), the offers in progress are withdrawn (a reset engine took none of them), and
+        the memory answers no read issued before the reset."""
+        if self._frame:
+            self.cut_frames.append(self._frame)
+            if self.link == "loopback":
+                self.rx.queue.extend((self.cycle + self.link_latency, b) for b in self._frame)
+            self._frame = []
+        if self.remote.offering is not None:
+            self.remote.queue.appendleft(self.remote.offering)
+        self.remote.offering = None
+        self.trig.offering = None          # the caller offers the triggers again
+        self.trig.queue.clear()
+        self.resp.offering = None
+        self.resp.queue.clear()
+        self._pending.clear()               # a reset withdraws what the engine offered
+        self.quiet = 0
 
     # --- results -----------------------------------------------------------------------------
 
