@@ -183,7 +183,10 @@ def _gpu(args):
 
 
 def _ring_args(parser):
-    _node_args(parser)
+    g = parser.add_argument_group("GPU node")
+    g.add_argument("--memory-rows", type=_int_arg(1), default=None,
+                   help=f"HBM rows per bank (default {MEMORY_ROWS}, {2 * MEMORY_ROWS} for more "
+                        f"than 8 GPUs: what t3 run uses)")
     g = parser.add_argument_group("ring")
     g.add_argument("--gpus", type=_int_arg(2, MAX_GPUS), default=4,
                    help=f"GPUs, 2 to {MAX_GPUS} (default 4)")
@@ -207,12 +210,12 @@ def _link_bw(text):
 
 
 def _ring(args):
-    from sim.system.run import LINK_LATENCY, node_params
+    from sim.system.run import ENGINE_PARAMS, LINK_LATENCY, memory_rows_for, node_params
     from system.ring import Ring
     num, den = _link_bw(args.link_bw)
     latency = LINK_LATENCY if args.link_latency is None else args.link_latency
-    from sim.system.run import ENGINE_PARAMS
-    return Ring(_params(args), node_params(args.memory_rows), gpus=args.gpus,
+    rows = memory_rows_for(args.gpus) if args.memory_rows is None else args.memory_rows
+    return Ring(_params(args), node_params(rows), gpus=args.gpus,
                 latency=latency, num=num, den=den,
                 engines=ENGINE_PARAMS if args.engines else None)
 
