@@ -178,11 +178,20 @@ def test_remote_stores_are_combined():
                                                       triggers=[]), seed=1)
     sizes = [pk.header["beats"] for pk in run.env.packets() if pk.header["source"] == 1]
     assert sizes == [8, 3, 1, 1], sizes
-    # with gaps longer than remote_flush between stores, every store leaves alone
-    run, _ = run_and_check(P, DP, dataclasses.replace(scenario, remote_stores=stores[:6],
-                                                      triggers=[]), remote_pause=0.97, seed=2)
+    # with random pauses between the stores, a run goes on while the next store comes within
+    # remote_flush cycles of the last, and closes otherwise: the packet sizes follow exactly
+    # from the cycles the stores were taken
+    run, _ = run_and_check(P, DP, dataclasses.replace(scenario, remote_stores=stores[:11],
+                                                      triggers=[]), remote_pause=0.8, seed=2)
     sizes = [pk.header["beats"] for pk in run.env.packets() if pk.header["source"] == 1]
-    assert sum(sizes) == 6 and max(sizes) < 6, sizes
+    want = [1]
+    for gap in (b - a for a, b in zip(run.env.remote_taken, run.env.remote_taken[1:])):
+        if gap <= DP.remote_flush and want[-1] < DP.remote_burst:
+            want[-1] += 1
+        else:
+            want.append(1)
+    assert sizes == want, (sizes, run.env.remote_taken)
+    assert 1 < len(want) < 11, "the pauses should split some runs and not others"
 
 
 def test_memory_errors_latch_and_data_goes_out():

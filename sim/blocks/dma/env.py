@@ -116,6 +116,7 @@ class DMAEnv:
         self.cycle = 0
         self.quiet = 0
         self.cut_frames = []        # frames a reset cut short
+        self.remote_taken = []      # cycles the remote stores were taken
         self.reads = 0
         self.writes = []            # (cycle, request) applied to memory, in order
         self.read_log = []          # (cycle, request)
@@ -176,6 +177,7 @@ class DMAEnv:
             busy = True
         if self.remote.offering is not None and out["remote__ready"]:
             self.remote.offering = None
+            self.remote_taken.append(now)
             busy = True
         self._stable("mem", out["mem__valid"], out["mem__payload"], d["mem__ready"])
         if out["mem__valid"] and d["mem__ready"]:
