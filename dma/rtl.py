@@ -58,17 +58,24 @@ class DMAEngine(wiring.Component):
         take turns (round robin); a request offered on ``mem`` holds until taken.
     resp : In(stream.Signature(memory response))
         Responses to the DMA's reads, **in issue order** (the memory controller's queue and the
-        DRAM are in order); a response whose tag is not the next expected sets
-        ``status.resp_order``.  ``resp.ready`` is high whenever the payload buffer has room,
+        DRAM are in order); a response whose tag is not the next expected (a duplicate, or one
+        after a lost response) is taken and dropped with ``status.resp_order``: no tile
+        carries a beat that belongs elsewhere (after a lost response the tiles wait).  ``resp.ready`` is high whenever the payload buffer has room,
         which the read credits guarantee: reads in flight plus buffered beats never exceed
         ``buffer_beats``.
     tx : Out(link_signature)
         Packets to the next GPU (AXI4-Stream): a header beat (``tuser = 1``, layout
         :func:`dma.config.header_layout`) then ``beats`` payload beats, ``tlast`` on the last.
     rx : In(link_signature)
-        Packets from the previous GPU; each payload beat becomes one ``mem`` request.
+        Packets from the previous GPU; each payload beat becomes one ``mem`` request.  A header
+        must pass its check field (``status.rx_check``); a cut, short, long or out-of-range
+        packet is written only where its header says (``status.rx_framing``); a header beat
+        where payload was due starts the next packet; ``status.rx_open`` is high while a
+        packet is incomplete (``docs/dma.md``).
     csr : In(csr_signature(...))
-        Register file (:func:`dma.config.dma_registers`).
+        Register file (:func:`dma.config.dma_registers`).  A command's registers are locked
+        while it holds tiles of an incomplete block or dispatches a trigger (a write is ignored,
+        ``status.cmd_busy``); ``cmd.forget`` releases them.
     window : Out(:func:`dma.config.window_layout`)
         The ``remote_map`` window as programmed (``base``, ``size`` = the registers
         ``remote_base``, ``remote_size``): the node's address decoder sends the CUs' stores
