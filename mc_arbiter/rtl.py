@@ -105,7 +105,9 @@ class MCArbiter(wiring.Component):
         between the two marks the compute stream's MCQ occupancy (its entries in the MCQ at the
         start of the cycle) is added up; at ``calib_end`` the mean is looked
         up in the calibration table and, if ``ctrl.auto_threshold`` is set, becomes
-        ``threshold``.  ``calib_end`` is applied before ``calib_start`` in the same cycle.
+        ``threshold`` (a host write to ``threshold`` in that cycle wins; ``status.calib_lost``
+        reports the dropped result).  ``calib_end`` is applied before ``calib_start`` in the
+        same cycle.
     csr : In(csr_signature(...))
         Registers (:func:`mc_arbiter.config.arbiter_registers`).
 
