@@ -202,8 +202,9 @@ def packet_to_frame(params, packet, header_packer):
 
 def frames_to_packets(frames, header_packer):
     """Packets from link frames ``[[(tdata, tkeep, tuser, tlast), ...], ...]`` (one list per
-    ``tlast``-terminated frame); a frame that does not start with a header beat, or whose
-    length disagrees with its header, raises ``AssertionError``."""
+    ``tlast``-terminated frame; ``header_packer`` a :class:`dma.config.HeaderPacker`); a frame
+    that does not start with a header beat, whose header fails its check, or whose length
+    disagrees with its header, raises ``AssertionError``."""
     packets = []
     for frame in frames:
         tdata, _, tuser, _ = frame[0]
@@ -220,10 +221,6 @@ def frames_to_packets(frames, header_packer):
             f"frame {len(packets)}: tlast misplaced"
         packets.append(Packet(header, beats))
     return packets
-
-
-def header_packer_width(packer):
-    return sum(width for _, _, width in packer.fields)
 
 
 def expected_image(params, memory0, commands, tiles_sent, gpu_is_dst=True):

@@ -5,7 +5,6 @@ from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
-from amaranth.lib import data
 from amaranth.lib.wiring import In, Out
 
 from hw.csr import accumulate, count, csr_signature
