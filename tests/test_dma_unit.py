@@ -246,16 +246,28 @@ def _frame(header, payload, tlast_at=None, first_tuser=1):
     return [b[:3] + (int(k == end),) for k, b in enumerate(beats[:end + 1])]
 
 
+def _receiver(**header):
+    """A receiving GPU 2 with 1 KiB of zeroed memory at ``base``, and a STORE header there."""
+    scenario = random_scenario(P, DP, 3, commands=0, gpu_id=2)
+    scenario.memory.extend(bytes(1024))
+    base = len(scenario.memory) - 1024
+    h = {"dst_gpu": 2, "src_gpu": 1, "addr": base, "op": Op.STORE.value,
+         "etype": ElemType.FP16.value, "source": 2, "tracked": 1, "wg_id": 9, "wf_id": 1,
+         **header}
+    return scenario, base, h
+
+
+def _receive(scenario, frames):
+    """Offer ``frames`` on rx under stalls; returns the run and a reader of memory beats."""
+    run = simulate_dma(P, DP, scenario, rx_frames=frames, seed=1, rx_pause=0.3, mem_stall=0.3)
+    mem = run.env.memory
+    return run, lambda a: int.from_bytes(mem[a:a + 32], "little")
+
+
 def test_rx_framing_and_wrong_gpu():
     """Malformed packets: what was received with a valid header is written where the header
     says, the rest is dropped, never written elsewhere; the status says which."""
-    gpu = 2
-    scenario = random_scenario(P, DP, 3, commands=0, gpu_id=gpu)
-    scenario.memory.extend(bytes(1024))
-    base = len(scenario.memory) - 1024
-    h = {"dst_gpu": gpu, "src_gpu": 1, "addr": base, "op": Op.STORE.value,
-         "etype": ElemType.FP16.value, "source": 2, "tracked": 1, "wg_id": 9, "wf_id": 1,
-         "beats": 2, "seg_beats": 1, "stride": 64}
+    scenario, base, h = _receiver(beats=2, seg_beats=1, stride=64)
     d = [random.Random(k).getrandbits(256) for k in range(8)]
     frames = [
         _frame(dict(h, dst_gpu=3), d[:2]),                          # another GPU's packet
@@ -265,10 +277,7 @@ def test_rx_framing_and_wrong_gpu():
         _frame(dict(h, addr=base + 512, beats=1), d[4:7]),          # long: 3 beats for 1
         _frame(dict(h, addr=base + 768), d[7:8] + d[0:1]),          # good
     ]
-    run = simulate_dma(P, DP, scenario, rx_frames=frames, seed=1, rx_pause=0.3,
-                       mem_stall=0.3)
-    mem = run.env.memory
-    beat = lambda a: int.from_bytes(mem[a:a + 32], "little")      # noqa: E731
+    run, beat = _receive(scenario, frames)
     assert beat(base) == 0 and beat(base + 64) == 0
     assert [beat(base + 256), beat(base + 320), beat(base + 384)] == [d[2], d[3], 0]
     assert [beat(base + 512), beat(base + 576)] == [d[4], 0]
@@ -282,22 +291,13 @@ def test_a_truncated_packet_does_not_move_the_next():
     """A packet cut short without ``tlast``, then a good packet: what arrived of the first is
     written where its header said, the good packet lands in its own range, whole
     (``rx_framing``, one error; it used to land in the first packet's range)."""
-    gpu = 2
-    scenario = random_scenario(P, DP, 3, commands=0, gpu_id=gpu)
-    scenario.memory.extend(bytes(1024))
-    base = len(scenario.memory) - 1024
-    h = {"dst_gpu": gpu, "src_gpu": 1, "addr": base, "op": Op.STORE.value,
-         "etype": ElemType.FP16.value, "source": 2, "tracked": 1, "wg_id": 9, "wf_id": 1,
-         "beats": 3, "seg_beats": 3, "stride": 96}
+    scenario, base, h = _receiver(beats=3, seg_beats=3, stride=96)
     d = [random.Random(k).getrandbits(256) for k in range(5)]
     cut = _frame(h, d[:3])[:2]                                  # header and one beat, no tlast
     assert not any(b[3] for b in cut)
     frames = [cut, _frame(dict(h, addr=base + 512, beats=2, seg_beats=2), d[3:5]),
               _frame(dict(h, addr=base + 768, beats=1, seg_beats=1), d[:1])]
-    run = simulate_dma(P, DP, scenario, rx_frames=frames, seed=1, rx_pause=0.3,
-                       mem_stall=0.3)
-    mem = run.env.memory
-    beat = lambda a: int.from_bytes(mem[a:a + 32], "little")      # noqa: E731
+    run, beat = _receive(scenario, frames)
     assert [beat(base), beat(base + 32), beat(base + 64)] == [d[0], 0, 0]
     assert [beat(base + 512), beat(base + 544)] == [d[3], d[4]]
     assert beat(base + 768) == d[0]
