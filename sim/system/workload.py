@@ -80,7 +80,7 @@ class GemmSpec:
             check_int(field, getattr(self, field), 1)
         # each GPU's A (m x k) and B (k x n) are made in numpy: keep them to 2**26 elements
         check_int("k", self.k, 1, MAX_OPERAND_ELEMS // (self.m + self.n),
-                  note=f"a GPU's A and B, (m + n) x k elements, at most 2**26")
+                  note="a GPU's A and B, (m + n) x k elements, at most 2**26")
         if self.dtype not in ("fp16", "fp32"):
             raise ValueError(f"dtype must be 'fp16' or 'fp32', not {self.dtype!r}")
         if self.flops_per_cycle is not None and not self.flops_per_cycle > 0:
