@@ -92,7 +92,9 @@ class DMAParams:
         Entries of the command table, 1 to 16; must equal the Tracker's ``regions`` (the
         trigger's ``region`` field selects the command).
     trigger_depth : int
-        Depth of the trigger queue, 2 to 256.  When full, the Tracker's trigger output waits.
+        Depth of the trigger queue, 2 to 4096.  When full, the Tracker's trigger output waits
+        — and with it every access at the memory controller, the DMA's own tile reads among
+        them: a node must hold every trigger a kernel can fire (``docs/dma.md``).
     buffer_beats : int
         Payload buffer, 4 to 1024 beats; it bounds the tile reads in flight.  To keep the link
         busy it must cover the memory's read round trip (in cycles) plus a few beats.
@@ -119,7 +121,7 @@ class DMAParams:
     remote_flush: int = 4
 
     def __post_init__(self):
-        for name, lo, hi in (("commands", 1, 16), ("trigger_depth", 2, 256),
+        for name, lo, hi in (("commands", 1, 16), ("trigger_depth", 2, 4096),
                              ("buffer_beats", 4, 1024), ("max_granularity", 1, 64),
                              ("gpu_bits", 1, 8), ("dim_bits", 4, 24), ("remote_burst", 1, 64),
                              ("remote_flush", 1, 255)):

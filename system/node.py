@@ -52,7 +52,9 @@ class NodeParams:
     tracker: TrackerParams = TrackerParams(sets=64, ways=8, regions=4)
     arbiter: ArbiterParams = ArbiterParams(depth=32)
     nmc: NMCParams = NMCParams()
-    dma: DMAParams = DMAParams()
+    #: the trigger queue holds every trigger of a kernel (512 tiles tracked per GPU): a full
+    #: queue stalls the Tracker, whose stall stops the DMA's own tile reads (docs/dma.md)
+    dma: DMAParams = DMAParams(trigger_depth=512)
     #: posted remote stores buffered between the CUs and the link (beats): a GPU's fabric
     #: takes a CU's remote stores without holding up its other accesses while the link drains
     remote_buffer: int = 256

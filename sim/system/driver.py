@@ -316,7 +316,16 @@ class Driver:
                              f"{out.name!r} is cached")
         gpu = out.gpu if tracked_gpu is None else self._check_gpu("tracked_gpu", tracked_gpu)
         if update:
+            stages = [list(stage) for stage in stages]
             check_schedule(self.params, self.nparams.tracker, stages, wfs_per_wg)
+            # every tracked tile fires one trigger; a full trigger queue stalls the Tracker and
+            # with it the memory controller, which the DMA needs to drain the queue
+            triggers = sum(len(stage) for stage in stages) * wfs_per_wg
+            depth = self.nparams.dma.trigger_depth
+            if triggers > depth:
+                raise ValueError(f"gemm: {triggers} tracked tiles exceed the DMA's trigger_depth "
+                                 f"{depth}: a full trigger queue can deadlock the node "
+                                 f"(docs/dma.md)")
         return {"gpu": gpu, "out": out, "update": update}
 
     # --- programming ---------------------------------------------------------------------------
