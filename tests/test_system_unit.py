@@ -411,3 +411,22 @@ def test_wg_ids_name_the_same_tile_on_every_gpu():
     assert all(w == where[0] for w in where)
     # and each GPU runs its chunks in the staggered order
     assert [wg.chunk for wg in wl.schedule[1]] == [2, 3, 0, 1]
+
+
+def test_driver_refuses_more_tracked_tiles_than_the_trigger_queue_holds():
+    """Each tracked tile fires one trigger; a full trigger queue stalls the Tracker and with it
+    the memory controller the DMA needs to drain the queue (docs/dma.md): a launch whose
+    tracked tiles outnumber the queue is refused, one that fits is taken."""
+    import dataclasses
+    from dma.config import DMAParams
+    nparams = dataclasses.replace(NodeParams(), dma=DMAParams(trigger_depth=8))
+    driver = Driver(P, nparams, 4)
+    out = driver.malloc("C", 0, 64, 128, "fp16")
+    with pytest.raises(ValueError, match="gemm: 10 tracked tiles exceed the DMA's "
+                                         "trigger_depth 8: a full trigger queue can deadlock"):
+        driver.gemm(out, [[0, 1, 2], [3, 4]], 2)
+    assert driver.gemm(out, [[0, 1], [2, 3]], 2)["update"] is True
+    # the system's nodes hold a whole kernel's triggers: the largest Figure 16 case fits
+    spec = preset("Mega-GPT-2-FC-2-TP16")
+    tiles = (spec.m // 16) * (spec.n // 16) // 16 * (16 - 2)
+    assert tiles <= NodeParams().dma.trigger_depth
