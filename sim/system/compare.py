@@ -19,18 +19,21 @@ __all__ = ["run_all", "speedups", "figure16_lines", "figure18_lines", "plot",
 CATEGORIES = ("gemm_reads", "gemm_writes", "rs_reads", "rs_writes", "ag_reads", "ag_writes")
 
 
-def run_all(spec, gpus, *, sim=None, seed=1, progress=None):
-    """``{config: result}`` for every configuration and the isolated RS with NMC."""
-    from sim.system.run import check_config, system_params
-    params, nparams = system_params()
-    for config in CONFIGS:                  # refuse a bad workload before the first run
-        check_config(spec, gpus, config, params, nparams)
+def run_all(spec, gpus, *, sim=None, seed=1, progress=None, **ring):
+    """``{config: result}`` for every configuration and the isolated RS with NMC.  ``ring``:
+    :func:`sim.system.run.run_config`'s ring settings (``memory_rows``, ``latency``,
+    ``engines``), e.g. :func:`sim.system.run.preset_setup`'s."""
+    from sim.system.run import ENGINE_PARAMS, check_config, memory_rows_for, system_params
+    params, nparams = system_params(ring.get("memory_rows") or memory_rows_for(gpus))
+    engines = ring.get("engines", ENGINE_PARAMS)
+    for config in CONFIGS + (ISOLATED_RS,):     # refuse a bad workload before the first run
+        check_config(spec, gpus, config, params, nparams, engines or None)
     results = {}
     for config in CONFIGS + (ISOLATED_RS,):
         if progress:
             progress(f"--- {config}")
         results[config] = run_config(spec, gpus, config, sim=sim, seed=seed,
-                                     progress=progress)
+                                     progress=progress, **ring)
     return results
 
 

@@ -29,6 +29,8 @@ def allocate(driver, wl):
     beat = wl.params.beat_bytes
     rows_a = max(1, min(s.k, INPUT_WINDOW_BYTES // (s.m * e)))
     cols_b = max(beat // e, min(s.n, INPUT_WINDOW_BYTES // (s.k * e)))
+    if s.k * cols_b * e % beat:             # an odd K: whole beats of columns
+        cols_b = max(beat // e, cols_b - cols_b % (beat // e))
     layout = None
     for g in range(gpus):
         bufs = {"C": driver.malloc("C", g, s.m, s.n, s.dtype),

@@ -1,6 +1,7 @@
 """Run one configuration of the system on a simulator (the ``t3 run`` and ``t3 compare``
 commands, ``t3 bench system`` and the system tests use this)."""
 
+import dataclasses
 import os
 import tempfile
 import threading
@@ -17,7 +18,8 @@ from sim.system.workload import LINK_BANDWIDTH, SCALE, Workload
 
 __all__ = ["system_params", "node_params", "run_config", "check_config", "describe_scale",
            "ring_build", "idle_rate", "ENGINE_PARAMS", "CXX_OPT", "CXX_OPT_PYTHON",
-           "LINK_LATENCY", "FORMATS", "MEMORY_ROWS", "memory_rows_for"]
+           "LINK_LATENCY", "FORMATS", "MEMORY_ROWS", "memory_rows_for", "PAPER_MEMORY_ROWS",
+           "PAPER_ENGINE", "preset_setup"]
 
 
 #: Link latency of the scaled system, cycles (the paper's 500 ns at 1 GHz is 500 cycles; the
@@ -46,29 +48,53 @@ CXX_OPT_PYTHON = "-O0"
 MEMORY_ROWS = 8
 
 
+#: HBM rows per bank of the nodes of the rings the Table 2 presets run on (512 KiB per GPU: the
+#: output, receive slots and input windows of the largest Figure 16 case at scale 1 fit).
+PAPER_MEMORY_ROWS = 32
+
+#: The GPU-side engines of those rings: the engine's memory holds the GPU's partial output
+#: and its read-back (2 x 5,120 beats for Mega-GPT-2 at TP 16).
+PAPER_ENGINE = dataclasses.replace(ENGINE_PARAMS, local_beats=16384)
+
+
+def preset_setup(spec):
+    """``run_config``'s ring settings for a Table 2 preset's ``spec``: the paper rings'
+    memory and engines and the scaled link latency (:func:`sim.system.workload.
+    link_latency_for`)."""
+    from sim.system.workload import link_latency_for
+    return {"memory_rows": PAPER_MEMORY_ROWS, "latency": link_latency_for(spec),
+            "engines": PAPER_ENGINE}
+
+
 def memory_rows_for(gpus):
     """The HBM rows per bank a ring of ``gpus`` gets when the caller names none."""
     return MEMORY_ROWS if gpus <= 8 else 2 * MEMORY_ROWS
 
 
-def node_params(memory_rows=MEMORY_ROWS):
+def node_params(memory_rows=MEMORY_ROWS, mcq_depth=None):
     """The :class:`system.node.NodeParams` of the system's nodes: ALUs for :data:`FORMATS`,
-    memory of ``memory_rows`` rows per bank (8: 128 KiB per GPU)."""
-    return NodeParams(nmc=NMCParams(rows=memory_rows, formats=FORMATS))
+    memory of ``memory_rows`` rows per bank (8: 128 KiB per GPU), an MCQ of ``mcq_depth``
+    entries (default: the node's, 32)."""
+    node = NodeParams(nmc=NMCParams(rows=memory_rows, formats=FORMATS))
+    if mcq_depth is not None:
+        node = dataclasses.replace(node, arbiter=dataclasses.replace(node.arbiter,
+                                                                     depth=mcq_depth))
+    return node
 
 
-def system_params(memory_rows=MEMORY_ROWS):
+def system_params(memory_rows=MEMORY_ROWS, mcq_depth=None):
     """``(T3Params, NodeParams)`` of the system: the default widths and :func:`node_params`."""
-    return T3Params(), node_params(memory_rows)
+    return T3Params(), node_params(memory_rows, mcq_depth)
 
 
-def describe_scale(spec, gpus):
+def describe_scale(spec, gpus, latency=LINK_LATENCY):
     """One line: how the run is scaled from the paper's system, and its GEMM : RS estimate."""
     est = Workload.estimate(spec, gpus, T3Params())
     num, den = LINK_BANDWIDTH
     return (f"HBM, link and CU throughput / {SCALE:g} (HBM 16 B/cycle, link {num}/{den} beat = "
             f"{T3Params().beat_bytes * num / den:.1f} B/cycle, {spec.flops:.0f} flop/cycle, "
-            f"link latency {LINK_LATENCY}); GEMM : RS estimate {est['ratio']:.2f}")
+            f"link latency {latency}, {spec.cus} CUs); GEMM : RS estimate "
+            f"{est['ratio']:.2f}")
 
 
 def check_config(spec, gpus, config, params, nparams, eparams=None):
@@ -96,9 +122,17 @@ def check_config(spec, gpus, config, params, nparams, eparams=None):
         from system.engine.model import gemm_program, pack_wg
         regs = engine_registers(params, eparams)
         mode = "sequential" if config == "sequential" else "t3"
+        # the engine's data memory holds the partial output and, after it, the read-back
+        out_beats = spec.m * spec.n * spec.elem_bytes // params.beat_bytes
+        if 2 * out_beats > eparams.local_beats:
+            raise ValueError(f"the engines' local_beats {eparams.local_beats} cannot hold a "
+                             f"GPU's partial output and its read-back, 2 x {out_beats} beats")
         for g in range(gpus):
             program = gemm_program(wl, g, layout, mode, REMOTE_SPACE,
                                    free=config == ISOLATED_RS)
+            if len(program.wgs) > eparams.local_beats:
+                raise ValueError(f"GPU {g}'s engine: {len(program.wgs)} WG descriptors exceed "
+                                 f"its program memory of local_beats {eparams.local_beats}")
             try:
                 for name, value in program.registers.items():
                     regs.word_writes(name, value)   # refuses a value its register cannot hold
@@ -109,11 +143,11 @@ def check_config(spec, gpus, config, params, nparams, eparams=None):
 
 
 def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
-               bandwidth=LINK_BANDWIDTH, engines=True):
+               bandwidth=LINK_BANDWIDTH, engines=True, mcq_depth=None):
     """``(top name, make, cache key)`` of the ring a run uses (built once per key)."""
     from system.ring import Ring
     memory_rows = memory_rows or memory_rows_for(gpus)
-    params, nparams = system_params(memory_rows)
+    params, nparams = system_params(memory_rows, mcq_depth)
     eparams = ENGINE_PARAMS if engines is True else (engines or None)
     key = design_key(Ring, params.to_dict(), nparams.to_dict(), gpus, latency, bandwidth,
                      eparams.to_dict() if eparams else None)
@@ -138,31 +172,41 @@ def idle_rate(gpus, *, sim=None, cycles=20_000, build_dir=None, **kwargs):
 
 def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=None,
                progress=None, memory_rows=None, latency=LINK_LATENCY,
-               bandwidth=LINK_BANDWIDTH, engines=True, cxx_opt=None):
+               bandwidth=LINK_BANDWIDTH, engines=True, cxx_opt=None, timeline=None,
+               mcq_depth=None):
     """Run ``config`` on a ring of ``gpus``; returns the result dict of
     :func:`sim.system.testbench.run_system`.  ``progress(line)`` sees the testbench's progress
     lines.  ``engines``: the GPUs' traffic comes from the GPU-side engines in the ring's RTL
     (``True``: :data:`ENGINE_PARAMS`; or an :class:`EngineParams`); ``False``: from the CU
     kernels in Python, stepped every cycle (the reference, about 30 times slower).
     ``cxx_opt``: the Verilator model's C++ optimisation (default :data:`CXX_OPT` with the
-    engines, :data:`CXX_OPT_PYTHON` without)."""
+    engines, :data:`CXX_OPT_PYTHON` without).  ``timeline``: sample every GPU's timeline
+    counters every that many cycles (``result["timeline"]``, :mod:`sim.system.timeline`);
+    with the engines only.  ``mcq_depth``: the memory controller queue's entries (default
+    the node's)."""
     import sim.system.testbench as tb
     sim = sim or default_sim()
     check_int("gpus", gpus, 2, MAX_GPUS)
     memory_rows = memory_rows or memory_rows_for(gpus)
-    params, nparams = system_params(memory_rows)
+    params, nparams = system_params(memory_rows, mcq_depth)
     eparams = ENGINE_PARAMS if engines is True else (engines or None)
     check_config(spec, gpus, config, params, nparams, eparams)
+    if timeline is not None:
+        check_int("timeline", timeline, 50, 1 << 20, note="the sampling period in cycles")
+        if eparams is None:
+            raise ValueError("timeline needs the GPU-side engines (engines=True)")
     build_dir = Path(build_dir or tempfile.mkdtemp(prefix=f"t3_system_{config}_"))
     build_dir.mkdir(parents=True, exist_ok=True)
     progress_file = build_dir / "progress.txt"
     progress_file.write_text("")
     config_json = {"params": params.to_dict(), "nparams": nparams.to_dict(), "gpus": gpus,
                    "spec": spec.__dict__, "config": config, "seed": seed,
-                   "progress": str(progress_file),
+                   "progress": str(progress_file), "timeline": timeline,
+                   "bandwidth": list(bandwidth),
                    "engines": eparams.to_dict() if eparams else None}
     top, make, key = ring_build(gpus, sim, memory_rows=memory_rows, latency=latency,
-                                bandwidth=bandwidth, engines=eparams or False)
+                                bandwidth=bandwidth, engines=eparams or False,
+                                mcq_depth=mcq_depth)
     stop = threading.Event()
 
     def follow():

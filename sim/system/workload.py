@@ -28,6 +28,7 @@ the sub-layer's ``K`` and shrink ``M x N`` (tokens x hidden) so that a run takes
 """
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -39,13 +40,14 @@ from sim.system.driver import ETYPES
 
 
 __all__ = ["GemmSpec", "WorkGroup", "Workload", "PRESETS", "preset", "PAPER", "SCALE",
-           "ring_reference", "balanced_k", "workload_spec", "DEFAULT_M", "DEFAULT_N_PER_GPU"]
+           "ring_reference", "balanced_k", "workload_spec", "DEFAULT_M", "DEFAULT_N_PER_GPU",
+           "scaled_cus", "link_latency_for", "SCALED_CUS"]
 
 
 #: The paper's system (Table 1), per 1 GHz memory cycle.
 PAPER = {"hbm_bytes_per_cycle": 1000.0, "link_bytes_per_cycle": 75.0,
          "fp16_flops_per_cycle": 80 * 64 * 2 * 2 * 1.4, "link_latency_ns": 500,
-         "macro_tile": (256, 128)}
+         "macro_tile": (256, 128), "cus": 80}
 
 #: The model's HBM: one beat every CCD_S = 2 cycles.
 MODEL_HBM_BYTES_PER_CYCLE = 16.0
@@ -131,41 +133,91 @@ MODELS = {"Mega-GPT-2": (3072, 16 * 1024, (8, 16)), "T-NLG": (4256, 8 * 1024, (8
           "GPT-3": (12 * 1024, 2 * 1024, (32,)), "PALM": (18 * 1024, 2 * 1024, (32,)),
           "MT-NLG": (20 * 1024, 2 * 1024, (32,))}
 
+#: CUs of the scaled GPU at ``scale`` 1: the engine's WG slots (``EngineParams.slots``).
+SCALED_CUS = 8
+#: WFs per WG of the scaled workloads: a WG computes a 32 x 16 output (two 16 x 16 WF tiles).
+SCALED_WFS_PER_WG = 2
+
 
 def _presets():
     out = {}
     for model, (hidden, tokens, tps) in MODELS.items():
         for tp in tps:
             for sub, mult in SUBLAYERS.items():
-                k = mult * hidden // tp
-                k = max(16, k - k % 16)
-                out[f"{model}-{sub}-TP{tp}"] = {"model": model, "sublayer": sub, "tp": tp,
-                                                "paper_mnk": (tokens, hidden, k), "k": k}
+                tm, tn = PAPER["macro_tile"]
+                wgs = math.ceil(tokens / tm) * math.ceil(hidden / tn)
+                out[f"{model}-{sub}-TP{tp}"] = {
+                    "model": model, "sublayer": sub, "tp": tp,
+                    "paper_mnk": (tokens, hidden, mult * hidden // tp),
+                    "k": mult * hidden // tp,
+                    "waves_per_step": wgs / tp / PAPER["cus"]}
     return out
 
 
-#: ``name -> description``; :func:`preset` turns one into a :class:`GemmSpec`.
+#: ``name -> description``: the paper's ``M x N x K`` per GPU (tokens x H x K), the WG waves
+#: per ring step on its 80 CUs; :func:`preset` turns one into a :class:`GemmSpec`.
 PRESETS = _presets()
 
 
-#: Output rows and columns per GPU of the default and preset workloads (``t3 run``).
+#: Output rows and columns per GPU of the default workload (``t3 run``).
 DEFAULT_M, DEFAULT_N_PER_GPU = 64, 32
 
 
-def preset(name, gpus, m=DEFAULT_M, n_per_gpu=DEFAULT_N_PER_GPU, dtype="fp16"):
-    """The scaled :class:`GemmSpec` of a Table 2 sub-layer on ``gpus`` GPUs.
+def scaled_cus(scale):
+    """CUs of the scaled GPU at ``scale`` (0 < scale <= 1): ``SCALED_CUS x scale``, rounded,
+    at least 1."""
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale <= 1:
+        raise ValueError(f"scale must be a number in (0, 1], not {scale!r}")
+    return max(1, round(SCALED_CUS * scale))
 
-    CU throughput and bandwidths are scaled by :data:`SCALE`, so the GEMM : RS ratio
-    ``2 K L G / (F (G-1) e)`` is the paper's for the sub-layer's ``K`` at its TP degree;
-    simulated on ``gpus`` instead of TP GPUs, ``K`` is multiplied by ``(TP/(TP-1)) /
-    (G/(G-1))`` (rounded to 16) to keep that ratio.  ``M = m``, ``N = n_per_gpu x gpus``:
-    the ratio does not depend on them."""
+
+def preset(name, gpus=None, scale=1.0, dtype="fp16"):
+    """The scaled :class:`GemmSpec` of a Table 2 sub-layer (``docs/paper.md``).
+
+    What decides the overlap is kept, each from the paper's Table 1 and 2:
+
+    * ``K`` is the sub-layer's own (H/TP, 4H/TP or 3H/TP): with CU throughput and bandwidths
+      scaled together (:data:`SCALE`) the GEMM : RS time ratio ``2 K L G / (F (G-1) e)`` is
+      the paper's;
+    * the WG waves per ring step: the paper's GEMM has ``ceil(tokens/256) x ceil(H/128)``
+      macro tiles, ``1/TP`` of them per step, on 80 CUs; the scaled GPU has
+      :func:`scaled_cus` CUs and as many WGs per step as keep that number of waves (at
+      least one WG), each WG a 32 x 16 output;
+    * the DRAM bytes per flop of the 256 x 128 macro tile (:meth:`Workload.wg_read_beats`).
+
+    ``gpus`` defaults to the sub-layer's TP degree.  On another ring, ``K`` is multiplied by
+    ``(TP/(TP-1)) / (G/(G-1))`` (rounded to 16) to keep the ratio, and the WGs per step stay
+    the TP degree's."""
     if name not in PRESETS:
         raise ValueError(f"preset must be one of {sorted(PRESETS)}, not {name!r}")
-    tp = PRESETS[name]["tp"]
-    k = PRESETS[name]["k"] * (tp / (tp - 1)) / (gpus / (gpus - 1))
-    k = max(16, int(round(k / 16)) * 16)
-    return GemmSpec(m=m, n=n_per_gpu * gpus, k=k, dtype=dtype, name=name)
+    case = PRESETS[name]
+    tp = case["tp"]
+    gpus = tp if gpus is None else gpus
+    cus = scaled_cus(scale)
+    k = case["k"]
+    if gpus != tp:
+        k = k * (tp / (tp - 1)) / (gpus / (gpus - 1))
+        k = max(16, int(round(k / 16)) * 16)
+    wgs_per_step = max(1, round(case["waves_per_step"] * cus))
+    tile = 16
+    return GemmSpec(m=tile * SCALED_WFS_PER_WG, n=tile * wgs_per_step * gpus, k=k,
+                    dtype=dtype, tile_rows=tile, tile_cols=tile,
+                    wfs_per_wg=SCALED_WFS_PER_WG, cus=cus, name=name)
+
+
+def link_latency_for(spec, latency_ns=None):
+    """The scaled link latency (cycles) of the paper's 500 ns: the same fraction of the time
+    one WG's output takes on a link as the 500 ns are of a 256 x 128 macro tile's on the
+    paper's 75 B/ns link, times the scaled GPU's share of WGs per step (``cus / 80``): so
+    the latency is the paper's fraction of a ring step.  At least 2 (the link model's
+    least)."""
+    latency_ns = PAPER["link_latency_ns"] if latency_ns is None else latency_ns
+    tm, tn = PAPER["macro_tile"]
+    paper_wg_ns = tm * tn * spec.elem_bytes / PAPER["link_bytes_per_cycle"]
+    link = PAPER["link_bytes_per_cycle"] / SCALE            # 1.2 B/cycle
+    model_wg = spec.tile_rows * spec.tile_cols * spec.wfs_per_wg * spec.elem_bytes / link
+    step_ratio = model_wg / paper_wg_ns * spec.cus / PAPER["cus"]
+    return max(2, round(latency_ns * step_ratio))
 
 
 def ring_reference(partials, dtype, zero_start=True):
@@ -195,17 +247,41 @@ class Workload:
     def __init__(self, spec: GemmSpec, gpus, params, seed=1):
         self.spec = spec.check(params, gpus)
         self.gpus, self.params, self.seed = gpus, params, seed
-        rng = np.random.default_rng(seed)
-        dt = lane_dtype(ETYPES[spec.dtype])
-        self.dtype = dt
-        scale = 1.0 / math.sqrt(spec.k)
-        self.a = [(rng.standard_normal((spec.m, spec.k)) * scale).astype(dt)
-                  for _ in range(gpus)]
-        self.b = [rng.standard_normal((spec.k, spec.n)).astype(dt) for _ in range(gpus)]
-        self.partials = [(a.astype(np.float32) @ b.astype(np.float32)).astype(dt)
-                         for a, b in zip(self.a, self.b)]
+        self.dtype = lane_dtype(ETYPES[spec.dtype])
         self.chunk_cols = spec.n // gpus
         self.schedule = [self._schedule(g) for g in range(gpus)]
+
+    def _make_inputs(self):
+        """The random inputs and the partial outputs, made on first use (checking a
+        configuration needs only the schedule)."""
+        spec, dt = self.spec, self.dtype
+        rng = np.random.default_rng(self.seed)
+        scale = 1.0 / math.sqrt(spec.k)
+        a = [(rng.standard_normal((spec.m, spec.k)) * scale).astype(dt)
+             for _ in range(self.gpus)]
+        b = [rng.standard_normal((spec.k, spec.n)).astype(dt) for _ in range(self.gpus)]
+        partials = [(x.astype(np.float32) @ y.astype(np.float32)).astype(dt)
+                     for x, y in zip(a, b)]
+        return a, b, partials
+
+    @functools.cached_property
+    def _inputs(self):
+        return self._make_inputs()
+
+    @property
+    def a(self):
+        """GPU ``g``'s ``A[g]`` (``M x K``) at index ``g``."""
+        return self._inputs[0]
+
+    @property
+    def b(self):
+        """GPU ``g``'s ``B[g]`` (``K x N``) at index ``g``."""
+        return self._inputs[1]
+
+    @property
+    def partials(self):
+        """GPU ``g``'s partial output ``A[g] @ B[g]``, rounded to the element type."""
+        return self._inputs[2]
 
     def _schedule(self, g):
         """GPU ``g``'s workgroups in execution order.  ``wg_id`` is the WG's index in the
