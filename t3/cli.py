@@ -4,6 +4,9 @@
 ``t3 demo``                      the Tracker through one ring reduce-scatter step, checked
 ``t3 run``                       one configuration of the N-GPU system end to end, checked
 ``t3 compare``                   every configuration: the paper's Figure 16 and 18 views
+``t3 sweep``                     one workload over parameter values, on Dask
+``t3 paper``                     the paper's evaluation (Figures 16 and 18) on rings of each
+                                 case's TP degree, on Dask; a report with plots
 ``t3 export BLOCK --out DIR``    Verilog of a block (+ its register map as Markdown)
 ``t3 bench BLOCK``               the block's figures, one ``name: value unit`` line each
 
@@ -66,6 +69,17 @@ def _output_arg(*suffixes):
             raise argparse.ArgumentTypeError(f"{text!r} cannot be written")
         return text
     return parse
+
+
+def _scale_arg(text):
+    """An argparse ``type``: the paper runs' scale, a number in (0, 1]."""
+    from sim.system.workload import scaled_cus
+    try:
+        value = float(text)
+        scaled_cus(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], not {text!r}") from None
+    return value
 
 
 def _folder_arg(text):
@@ -285,13 +299,23 @@ def cmd_demo(args):
 
 
 def _workload(args):
-    from sim.system.workload import workload_spec
-    return workload_spec(args.gpus, args.preset, args.m, args.n, args.k, args.dtype)
+    """The workload's spec and the ring settings of its runs (a preset runs on a ring of its
+    TP degree unless ``--gpus`` says otherwise, with the paper rings' memory, engines and
+    scaled link latency); sets ``args.gpus``."""
+    from sim.system.run import preset_setup
+    from sim.system.workload import PRESETS, workload_spec
+    if args.gpus is None:
+        args.gpus = PRESETS[args.preset]["tp"] if args.preset else 4
+    spec = workload_spec(args.gpus, args.preset, args.m, args.n, args.k, args.dtype)
+    ring = preset_setup(spec) if args.preset else {}
+    if getattr(args, "memory_rows", None):
+        ring["memory_rows"] = args.memory_rows
+    return spec, ring
 
 
-def _scale_line(spec, gpus):
-    from sim.system.run import describe_scale
-    return f"  scale      {describe_scale(spec, gpus)}"
+def _scale_line(spec, gpus, ring):
+    from sim.system.run import LINK_LATENCY, describe_scale
+    return f"  scale      {describe_scale(spec, gpus, ring.get('latency', LINK_LATENCY))}"
 
 
 def _print_result(r):
@@ -323,15 +347,16 @@ def cmd_run(args):
     import json
     from sim.system.run import run_config
     _check_wave(args)
-    spec = _workload(args)
+    spec, ring = _workload(args)
     print(f"T3 system: {args.gpus} GPUs, {args.config}, workload {spec.name}: "
           f"{spec.m} x {spec.n} x {spec.k} {spec.dtype}")
-    print(_scale_line(spec, args.gpus))
+    print(_scale_line(spec, args.gpus, ring))
     print("  running    (the first run of a ring size builds its Verilog: about two minutes "
           "for 4 GPUs, five for 16)", flush=True)
     try:
         r = run_config(spec, args.gpus, args.config, sim=args.sim, seed=args.seed,
-                       wave=args.wave, memory_rows=args.memory_rows,
+                       wave=args.wave, **ring,
+                       timeline=args.timeline_period if args.timeline else None,
                        progress=lambda line: print(f"  ...        {line}", flush=True))
     except AssertionError as error:
         print(f"  FAILED     {str(error)[-3000:]}")
@@ -345,6 +370,11 @@ def cmd_run(args):
           f"the ring-ordered numpy reference bit for bit")
     if args.wave:
         print(f"  waveform   {args.wave}")
+    if args.timeline:
+        from sim.system.timeline import write
+        files = write(r, args.timeline)
+        print(f"  timeline   {', '.join(map(str, files))} ({len(r['timeline']['samples'])} "
+              f"samples every {args.timeline_period} cycles)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(r, f, indent=1, default=str)
@@ -355,12 +385,12 @@ def cmd_run(args):
 def cmd_compare(args):
     import json
     from sim.system.compare import figure16_lines, figure18_lines, plot, run_all
-    spec = _workload(args)
+    spec, ring = _workload(args)
     print(f"T3 compare: {args.gpus} GPUs, workload {spec.name}: {spec.m} x {spec.n} x "
           f"{spec.k} {spec.dtype}")
-    print(_scale_line(spec, args.gpus), flush=True)
+    print(_scale_line(spec, args.gpus, ring), flush=True)
     try:
-        results = run_all(spec, args.gpus, sim=args.sim, seed=args.seed,
+        results = run_all(spec, args.gpus, sim=args.sim, seed=args.seed, **ring,
                           progress=lambda line: print(f"  ...  {line}", flush=True))
     except AssertionError as error:
         print(f"  FAILED     {str(error)[-3000:]}")
@@ -379,14 +409,75 @@ def cmd_compare(args):
     return 0 if verified else 1
 
 
+def cmd_paper(args):
+    from sim.system.paper import (check_cases, evaluate, figure16_lines, figure18_lines,
+                                  paper_jobs, select_cases, select_configs, write_report)
+    from sim.system.workload import scaled_cus
+    cases, configs = select_cases(args.cases), select_configs(args.configs)
+    print("T3 paper: checking every run's programming ...", flush=True)
+    check_cases(cases, args.scale, configs)
+    cus = scaled_cus(args.scale)
+    jobs = paper_jobs(cases, configs, args.scale, args.sim)
+    where = args.scheduler or f"a local cluster of {args.workers} worker processes"
+    print(f"T3 paper: {len(cases)} cases x {len(configs)} runs = {len(jobs)} jobs on {where}; "
+          f"scale {args.scale:g} ({cus} CUs a GPU); every run verified bit for bit")
+    print("  (a ring size's first run builds it: about 3 minutes for 8 GPUs, 6 for 16)",
+          flush=True)
+    cache = None if args.no_cache else (args.cache or Path.home() / ".cache" / "t3-results")
+    results, failures, wall = evaluate(cases, configs, scale=args.scale, sim=args.sim,
+                                       cache=cache, scheduler=args.scheduler,
+                                       workers=args.workers, check=False)
+    print()
+    for line in figure16_lines(results) + [""] + figure18_lines(results):
+        print(line)
+    for name, error in failures.items():
+        print(f"FAILED {name}: {error}")
+    report = write_report(results, failures, args.out, scale=args.scale, wall_s=wall)
+    print(f"\n{len(jobs) - len(failures)} of {len(jobs)} runs verified bit for bit in "
+          f"{wall / 60:.1f} minutes; report: {report}")
+    return 1 if failures else 0
+
+
+def cmd_sweep(args):
+    import json
+    from sim.sweep import run_jobs
+    from sim.system.paper import select_configs
+    from sim.system.sweeps import check_points, parse_vary, sweep_jobs, sweep_lines, sweep_points
+    vary = parse_vary(args.vary)
+    configs = select_configs(args.configs) if args.configs != "all" else select_configs(None)
+    spec, ring = _workload(args)
+    points = sweep_points(spec, vary)
+    check_points(points, args.gpus, configs, ring)
+    jobs = sweep_jobs(points, args.gpus, configs, ring, seed=args.seed, sim=args.sim)
+    where = args.scheduler or f"a local cluster of {args.workers} worker processes"
+    print(f"T3 sweep: {args.gpus} GPUs, workload {spec.name}: {spec.m} x {spec.n} x {spec.k} "
+          f"{spec.dtype}; {len(points)} points x {len(configs)} configurations = {len(jobs)} "
+          f"jobs on {where}", flush=True)
+    cache = None if args.no_cache else (args.cache or Path.home() / ".cache" / "t3-results")
+    start = time.monotonic()
+    outcomes = run_jobs(jobs, cache=cache, scheduler=args.scheduler, workers=args.workers)
+    print("\ncycles per run (every run verified bit for bit); speedups over Sequential")
+    for line in sweep_lines(points, configs, outcomes):
+        print(line)
+    failed = sum(not o.ok for o in outcomes.values())
+    print(f"\n{len(jobs) - failed} of {len(jobs)} runs verified in "
+          f"{(time.monotonic() - start) / 60:.1f} minutes")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({name: {"ok": o.ok, "value": o.value, "error": o.error}
+                       for name, o in outcomes.items()}, f, indent=1)
+    return 1 if failed else 0
+
+
 def _workload_args(p):
     from sim.system.workload import PRESETS
     g = p.add_argument_group("workload (default: a 64 x 32*gpus GEMM whose K balances GEMM "
                              "and RS)")
-    g.add_argument("--gpus", type=_int_arg(2, MAX_GPUS), default=4,
-                   help=f"GPUs in the ring, 2 to {MAX_GPUS} (default 4)")
+    g.add_argument("--gpus", type=_int_arg(2, MAX_GPUS), default=None,
+                   help=f"GPUs in the ring, 2 to {MAX_GPUS} (default 4; a preset's TP degree)")
     g.add_argument("--preset", choices=sorted(PRESETS), metavar="NAME",
-                   help="a Table 2 sub-layer, scaled: " + ", ".join(sorted(PRESETS)))
+                   help="a Table 2 sub-layer, scaled (docs/paper.md) and run on a ring of its "
+                        "TP degree: " + ", ".join(sorted(PRESETS)))
     g.add_argument("--m", type=_int_arg(1), help="rows of the output (default 64)")
     g.add_argument("--n", type=_int_arg(1), help="columns of the output (default 32 x gpus)")
     g.add_argument("--k", type=_int_arg(1), help="inner dimension per GPU (default: balanced)")
@@ -454,6 +545,13 @@ def main(argv=None):
     run.add_argument("--wave", metavar="FILE", type=_output_arg(".vcd", ".fst"),
                      help="write a waveform (VCD from Verilator, FST from Icarus) for GTKWave "
                           "or Surfer")
+    run.add_argument("--timeline", metavar="FILE",
+                     type=_output_arg(".png", ".svg", ".pdf", ".json"),
+                     help="draw every GPU's GEMM stage, link use, MCQ entries by stream, "
+                          "Tracker entries and GEMM stalls over time (PNG, SVG or PDF; the "
+                          "samples go beside it as FILE.json; or .json for the samples alone)")
+    run.add_argument("--timeline-period", type=_int_arg(50, 1 << 20), default=500,
+                     metavar="CYCLES", help="cycles between timeline samples (default 500)")
     run.set_defaults(func=cmd_run)
 
     compare = sub.add_parser("compare", help="all configurations: the paper's Figure 16 and "
@@ -463,6 +561,52 @@ def main(argv=None):
                          help="save both views as a figure (PNG, PDF or SVG by the file's "
                               "suffix)")
     compare.set_defaults(func=cmd_compare)
+
+    paper = sub.add_parser("paper", help="the paper's evaluation on the RTL: Figures 16 and 18 "
+                                          "(every run verified), a report with plots")
+    paper.add_argument("--cases", default="fig16",
+                       help="fig16 (default: the 16 sub-layer cases of Figure 16), tp32, all, "
+                            "or comma-separated case names (e.g. T-NLG-FC-1-TP16)")
+    paper.add_argument("--configs", default=None,
+                       help="comma-separated runs among sequential, t3, t3-mca, rs-nmc "
+                            "(default all; sequential is always run, the speedups are over it)")
+    paper.add_argument("--scale", type=_scale_arg, default=1.0,
+                       help="size of the scaled GPU, 0 < SCALE <= 1: 8 x SCALE CUs, and the WGs "
+                            "per ring step with them (default 1; run time grows with it)")
+    paper.add_argument("--out", default="paper-report", metavar="DIR", type=_folder_arg,
+                       help="report folder: report.md, figure16/18 .png and .svg, results.json "
+                            "(default paper-report)")
+    paper.add_argument("--scheduler", metavar="ADDRESS",
+                       help="a running Dask scheduler (e.g. tcp://host:8786); default: a "
+                            "local cluster")
+    paper.add_argument("--workers", type=_int_arg(1, 64), default=2,
+                       help="worker processes of the local cluster (default 2)")
+    paper.add_argument("--cache", metavar="DIR", type=_folder_arg,
+                       help="results cache (default ~/.cache/t3-results): a re-run only runs "
+                            "what changed or failed")
+    paper.add_argument("--no-cache", action="store_true", help="run every job")
+    paper.add_argument("--sim", choices=SIMULATORS,
+                       help="simulator (default: $SIM, else verilator)")
+    paper.set_defaults(func=cmd_paper)
+
+    sweep = sub.add_parser("sweep", help="one workload over values of workload and hardware "
+                                          "parameters, every run a Dask job, verified")
+    _workload_args(sweep)
+    sweep.add_argument("--vary", action="append", metavar="NAME=V1,V2,...",
+                       help="a parameter and its values (repeat for a grid): m, n, k, cus, "
+                            "wfs_per_wg, dtype, link_bw (NUM/DEN), link_latency, mcq_depth, "
+                            "memory_rows")
+    sweep.add_argument("--configs", default="sequential,t3,t3-mca",
+                       help="comma-separated among sequential, t3, t3-mca, rs-nmc, or all "
+                            "(default sequential,t3,t3-mca)")
+    sweep.add_argument("--scheduler", metavar="ADDRESS",
+                       help="a running Dask scheduler; default: a local cluster")
+    sweep.add_argument("--workers", type=_int_arg(1, 64), default=2,
+                       help="worker processes of the local cluster (default 2)")
+    sweep.add_argument("--cache", metavar="DIR", type=_folder_arg,
+                       help="results cache (default ~/.cache/t3-results)")
+    sweep.add_argument("--no-cache", action="store_true", help="run every job")
+    sweep.set_defaults(func=cmd_sweep)
 
     bench = sub.add_parser("bench", help="print a block's figures")
     bench.add_argument("block", choices=sorted(set(BLOCKS) - {"node", "gpu", "ring"} |

@@ -40,6 +40,15 @@ __all__ = ["System", "run_system"]
 NODE_CTRL = node_registers()["ctrl"]
 
 
+#: What the timeline samples on every GPU: cumulative counters (the GEMM's requests and
+#: stores, the link's busy cycles, received beats, compute waits at the arbiter) and levels
+#: (the MCQ's entries, the compute stream's among them, the Tracker's entries).
+TIMELINE_REGS = [("gpu", "stores"), ("gpu", "reads"), ("dma", "link_busy"),
+                 ("dma", "beats_received"), ("arbiter", "compute_wait"),
+                 ("arbiter", "occupancy"), ("arbiter", "compute_occupancy"),
+                 ("tracker", "occupancy")]
+
+
 class RingHost:
     """The host's side of one configuration run on a ring DUT: the driver, each node's
     AXI4-Lite master, the counters read after each phase, and the results.  Subclasses run the
@@ -67,6 +76,7 @@ class RingHost:
         # a phase that runs 20 times longer than the whole job's estimate is stuck
         self.limit = 50_000 + 20 * int(est["gemm_cycles_estimate"] + est["rs_cycles_estimate"])
         self.progress = progress or (lambda text: None)
+        self.bandwidth = LINK_BANDWIDTH             # the links' beats per cycle (num, den)
 
     # --- configuration port ---------------------------------------------------------------
 
@@ -113,7 +123,7 @@ class RingHost:
             cycles = {"gemm_rs": ph["gemm_rs"]["cycles"]}
             link_phase = "gemm_rs"
         cycles["ag"] = ph["ag"]["cycles"]
-        link_util = link_utilization(ph[link_phase], self.gpus, LINK_BANDWIDTH)
+        link_util = link_utilization(ph[link_phase], self.gpus, self.bandwidth)
         after = ph["check"]["after"]
         return {
             "config": self.config, "gpus": self.gpus, "workload": dict(
@@ -253,6 +263,25 @@ class EngineSystem(RingHost):
         self.prog = 1 << eparams.local_bits        # the bulk port's program-memory half
         self.engine_cycles, self.engine_wall = 0, 0.0   # while the engines run, start to done
         self.clk = dut.clk
+        self.phase = None                           # the phase running now (timeline)
+        self.timeline = []
+        self.spans = {}                             # phase -> (first cycle, last cycle)
+
+    async def sample(self, period):
+        """The timeline: every ``period`` cycles while a phase runs, every GPU's
+        :data:`TIMELINE_REGS` read over its configuration port (no Python per cycle in
+        between; the reads touch no datapath, so the run's cycles are the same)."""
+        from cocotb.triggers import Timer
+
+        async def one(g):
+            return [await self.read(g, block, name) for block, name in TIMELINE_REGS]
+        while True:
+            await Timer(period, "ns")
+            if self.phase is None:
+                continue
+            cycle, phase = self.simulated_cycles, self.phase
+            self.timeline.append({"cycle": cycle, "phase": phase,
+                                  "gpus": await self.each_gpu(one)})
 
     @property
     def simulated_cycles(self):
@@ -328,6 +357,7 @@ class EngineSystem(RingHost):
                 await self.write(g, "gpu", reg, value)
         await self.each_gpu(configure)
         self.progress(f"phase {name}: started")
+        self.phase = name
         wall, first = time.perf_counter(), self.simulated_cycles
         self.dut.start.value = 1
         await RisingEdge(self.clk)
@@ -341,8 +371,10 @@ class EngineSystem(RingHost):
                 state = {g: {k: v for k, v in snap.items() if v} for g, snap in enumerate(now)}
                 raise AssertionError(f"phase {name}: not finished after {self.limit} cycles; "
                                      f"counters {state}") from None
+        self.phase = None
         self.engine_cycles += self.simulated_cycles - first
         self.engine_wall += time.perf_counter() - wall
+        self.spans[name] = (first, self.simulated_cycles)
         cycles = await self.each_gpu(lambda g: self.read(g, "gpu", "cycles"))
         for g, status in enumerate(await self.each_gpu(lambda g: self.read(g, "gpu", "status"))):
             errors = status & ~STATUS.mask("busy", "done")
@@ -428,11 +460,23 @@ async def run_system(dut):
         system = EngineSystem(dut, params, nparams, eparams, wl, cfg["config"], progress)
     else:
         system = System(dut, params, nparams, wl, cfg["config"], progress)
+    if cfg.get("bandwidth"):
+        system.bandwidth = tuple(cfg["bandwidth"])
     start = time.perf_counter()
     result = {"verified": False}
+    sampler = None
+    if cfg.get("timeline"):
+        sampler = cocotb.start_soon(system.sample(cfg["timeline"]))
     try:
         verified = await system.run()
+        if sampler is not None:
+            sampler.cancel()
         result = system.results()
+        if sampler is not None:
+            result["timeline"] = {"period": cfg["timeline"], "regs": [
+                f"{b}.{n}" for b, n in TIMELINE_REGS], "samples": system.timeline,
+                "spans": system.spans, "link": list(system.bandwidth),
+                "chunk_beats": system.layout["chunk_beats"]}
         errors = {g: {k: v for k, v in st.items() if v} for g, st in result["status"].items()}
         errors = {g: e for g, e in errors.items() if e}
         assert not errors, f"error status after the run: {errors}"

@@ -1,0 +1,398 @@
+"""``t3 paper``: the paper's evaluation (Pati et al., ASPLOS 2024, section 6) on the RTL.
+
+Every sub-layer case of Figure 16 (Mega-GPT-2 and T-NLG, TP 8 and 16, OP, FC-2, FC-1, IP) —
+and the TP-32 models of section 6.4 where the ring allows — runs on a ring of its own TP
+degree, scaled as :func:`sim.system.workload.preset` describes (``docs/paper.md``), in every
+configuration (Sequential, T3, T3-MCA) and the isolated reduce-scatter with NMC behind
+Ideal-RS+NMC; every run is checked bit for bit.  The runs are independent jobs on Dask
+(:mod:`sim.sweep`), cached per job.  From them come the Figure 16 table (speedups over
+Sequential, geomean and max), the Figure 18 table (DRAM accesses per GPU by category and
+T3-MCA's reductions) and a report (Markdown + PNG/SVG plots).
+"""
+
+import json
+import math
+import time
+from pathlib import Path
+
+from sim.system.cases import case_setup
+from sim.system.configure import CONFIGS, ISOLATED_RS
+from sim.system.run import PAPER_ENGINE, PAPER_MEMORY_ROWS
+from sim.system.workload import PRESETS, SUBLAYERS, scaled_cus
+
+
+__all__ = ["FIGURE16_CASES", "LARGE_CASES", "RUNS", "PAPER_MEMORY_ROWS", "PAPER_ENGINE",
+           "PAPER_STATED", "paper_jobs", "evaluate", "select_cases",
+           "select_configs", "figure16_rows", "figure16_lines", "figure18_rows",
+           "figure18_lines", "write_report", "geomean", "check_cases"]
+
+
+#: Figure 16's cases, in the paper's grouping: model, TP degree, sub-layer.
+FIGURE16_CASES = tuple(f"{model}-{sub}-TP{tp}" for model in ("Mega-GPT-2", "T-NLG")
+                       for tp in (8, 16) for sub in SUBLAYERS)
+#: Section 6.4's larger models at TP 32.
+LARGE_CASES = tuple(name for name in PRESETS if PRESETS[name]["tp"] == 32)
+
+#: The runs of one case: the three configurations and the isolated RS with NMC.
+RUNS = CONFIGS + (ISOLATED_RS,)
+
+#: What the paper states in its text (section 6), for the side-by-side of ``docs/paper.md``
+#: and the report: name -> (value, where).
+PAPER_STATED = {
+    "Ideal-GEMM-RS-Overlap geomean": (1.35, "6.1.1"),
+    "Ideal-GEMM-RS-Overlap max": (1.50, "6.1.1 (T-NLG FC-1 TP16)"),
+    "T3 geomean": (1.20, "6.1.2"), "T3 max": (1.39, "6.1.2"),
+    "T3-MCA geomean": (1.30, "6.1.3"), "T3-MCA max": (1.47, "6.1.3"),
+    "DRAM reduction geomean": (0.22, "6.2"), "DRAM reduction max": (0.36, "6.2"),
+    "RS reads reduction geomean": (2.4, "6.2 (2.5x TP8, 2.2x TP16)"),
+    "GEMM+RS writes reduction geomean": (0.10, "6.2 (14% TP8, 7% TP16)"),
+    "GEMM reads reduction geomean": (1.56, "6.2 (1.2x TP8, 2x TP16)"),
+}
+
+
+def select_cases(text):
+    """``--cases``: ``fig16`` (default), ``tp32``, ``all`` or comma-separated case names."""
+    groups = {"fig16": FIGURE16_CASES, "tp32": LARGE_CASES,
+              "all": FIGURE16_CASES + LARGE_CASES}
+    out = []
+    for part in (text or "fig16").split(","):
+        part = part.strip()
+        if part in groups:
+            out += [c for c in groups[part] if c not in out]
+        elif part in PRESETS:
+            if part not in out:
+                out.append(part)
+        else:
+            raise ValueError(f"cases: {part!r} is not fig16, tp32, all or a case name "
+                             f"(e.g. {FIGURE16_CASES[0]})")
+    return tuple(out)
+
+
+def select_configs(text):
+    """``--configs``: a subset of :data:`RUNS` (comma-separated); Sequential is always run,
+    every speedup is over it."""
+    if not text:
+        return RUNS
+    out = ["sequential"]
+    for part in text.split(","):
+        part = part.strip()
+        if part not in RUNS:
+            raise ValueError(f"configs: {part!r} is not one of {', '.join(RUNS)}")
+        if part not in out:
+            out.append(part)
+    return tuple(c for c in RUNS if c in out)
+
+
+def check_cases(cases, scale, configs=RUNS):
+    """Refuse a case the rings cannot run, before any job (the ring size, the programming of
+    every run in ``configs``)."""
+    from system.ring import MAX_GPUS
+    from sim.system.run import check_config, system_params
+    params, nparams = system_params(PAPER_MEMORY_ROWS)
+    scaled_cus(scale)
+    for name in cases:
+        spec, gpus, _ = case_setup(name, scale)
+        if gpus > MAX_GPUS:
+            raise ValueError(f"case {name}: TP {gpus} needs a ring of {gpus} GPUs; the ring "
+                             f"has at most {MAX_GPUS}")
+        for config in configs:
+            try:
+                check_config(spec, gpus, config, params, nparams, PAPER_ENGINE)
+            except ValueError as error:
+                raise ValueError(f"case {name} ({config}): {error}") from None
+
+
+def paper_jobs(cases, configs, scale=1.0, sim=None):
+    """The :class:`sim.sweep.Job` list, the longest first (a ring of more GPUs, then a
+    larger K), so that two workers finish together."""
+    from sim.sweep import Job
+    jobs = []
+    for name in cases:
+        for config in configs:
+            kwargs = {"scale": scale}
+            if sim:
+                kwargs["sim"] = sim
+            jobs.append(Job(f"{name}/{config}", "sim.system.cases:run_case", (name, config),
+                            kwargs))
+
+    def cost(job):
+        name = job.args[0]
+        return (PRESETS[name]["tp"] * (1 + PRESETS[name]["k"] / 500), job.name)
+    return sorted(jobs, key=cost, reverse=True)
+
+
+def evaluate(cases=FIGURE16_CASES, configs=RUNS, *, scale=1.0, sim=None, cache=None,
+             scheduler=None, workers=2, progress=True, check=True):
+    """Run the jobs; returns ``(results, failures, wall seconds)``: ``results[case][config]``
+    is :func:`sim.system.cases.run_case`'s value, ``failures`` ``{job name: one-line error}``.  ``check``:
+    :func:`check_cases` first (the caller may have)."""
+    from sim.sweep import run_jobs
+    if check:
+        check_cases(cases, scale, configs)
+    start = time.monotonic()
+    outcomes = run_jobs(paper_jobs(cases, configs, scale, sim), cache=cache,
+                        scheduler=scheduler, workers=workers, progress=progress)
+    results, failures = {name: {} for name in cases}, {}
+    for job_name, out in outcomes.items():
+        case, _, config = job_name.partition("/")
+        if out.ok:
+            results[case][config] = out.value
+        else:
+            failures[job_name] = out.error
+    return results, failures, time.monotonic() - start
+
+
+# --- the tables --------------------------------------------------------------------------------
+
+def geomean(values):
+    values = [v for v in values if v is not None]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+#: Figure 16's bars, in order.
+BARS = ("T3", "T3-MCA", "Ideal-GEMM-RS-Overlap", "Ideal-RS+NMC")
+
+
+def _speedups(runs):
+    """``{bar: speedup or None}`` of one case's runs."""
+    seq = runs.get("sequential")
+    out = dict.fromkeys(BARS)
+    if not seq:
+        return out
+    base = seq["cycles"]
+    ph = seq["phase_cycles"]
+    for bar, config in (("T3", "t3"), ("T3-MCA", "t3-mca")):
+        if config in runs:
+            out[bar] = base / runs[config]["cycles"]
+    out["Ideal-GEMM-RS-Overlap"] = base / (max(ph["gemm"], ph["rs"]) + ph["ag"])
+    if ISOLATED_RS in runs:
+        rs_nmc = runs[ISOLATED_RS]["phase_cycles"]["gemm_rs"]
+        out["Ideal-RS+NMC"] = base / (max(ph["gemm"], rs_nmc) + ph["ag"])
+    return out
+
+
+def figure16_rows(results):
+    """``[(case, {bar: speedup}, GEMM : RS of Sequential)]`` and the summary
+    ``{bar: (geomean, max)}``."""
+    rows = []
+    for case, runs in results.items():
+        seq = runs.get("sequential")
+        ratio = seq["phase_cycles"]["gemm"] / seq["phase_cycles"]["rs"] if seq else None
+        rows.append((case, _speedups(runs), ratio))
+    summary = {}
+    for bar in BARS:
+        values = [s[bar] for _, s, _ in rows if s[bar] is not None]
+        summary[bar] = (geomean(values), max(values)) if values else (None, None)
+    return rows, summary
+
+
+def _f(value, fmt="{:.3f}"):
+    return "—" if value is None else fmt.format(value)
+
+
+def figure16_lines(results):
+    rows, summary = figure16_rows(results)
+    head = f"  {'case':22s} {'GEMM:RS':>7s}" + "".join(f" {b:>12s}" for b in
+                                                      ("T3", "T3-MCA", "Ideal-ovlp", "Ideal+NMC"))
+    lines = ["Figure 16: speedup over Sequential (GEMM -> RS -> AG)", head]
+    for case, s, ratio in rows:
+        lines.append(f"  {case:22s} {_f(ratio, '{:.2f}'):>7s}" +
+                     "".join(f" {_f(s[b]):>12s}" for b in BARS))
+    lines.append(f"  {'geomean':22s} {'':7s}" + "".join(f" {_f(summary[b][0]):>12s}"
+                                                     for b in BARS))
+    lines.append(f"  {'max':22s} {'':7s}" + "".join(f" {_f(summary[b][1]):>12s}"
+                                                 for b in BARS))
+    ideal = summary["Ideal-GEMM-RS-Overlap"][0]
+    for bar in ("T3", "T3-MCA"):
+        g = summary[bar][0]
+        if g is not None and ideal is not None:
+            lines.append(f"  {bar} geomean is {100 * (ideal - g) / ideal:.1f}% below "
+                         f"Ideal-GEMM-RS-Overlap's")
+    return lines
+
+
+DRAM_CATEGORIES = ("gemm_reads", "gemm_writes", "rs_reads", "rs_writes", "ag_reads",
+                   "ag_writes")
+
+
+def figure18_rows(results, config="t3-mca"):
+    """Per case: DRAM accesses per GPU by category (``{config: {category: beats}}``) and
+    ``config``'s reductions against Sequential: ``total`` (fraction saved), ``rs_reads``
+    (times fewer), ``writes`` (GEMM + RS writes, fraction saved), ``gemm_reads`` (times
+    fewer).  Returns ``(rows, summary)``; ``summary[key] = (geomean, max)``."""
+    rows = []
+    for case, runs in results.items():
+        per_gpu = {}
+        for c in CONFIGS:
+            if c in runs:
+                g = runs[c]["gpus"]
+                per_gpu[c] = {k: runs[c]["dram"][k] / g for k in DRAM_CATEGORIES}
+        red = {}
+        if "sequential" in per_gpu and config in per_gpu:
+            s, t = per_gpu["sequential"], per_gpu[config]
+            red["total"] = 1 - sum(t.values()) / sum(s.values())
+            red["rs_reads"] = s["rs_reads"] / t["rs_reads"] if t["rs_reads"] else None
+            red["writes"] = 1 - (t["gemm_writes"] + t["rs_writes"]) / \
+                (s["gemm_writes"] + s["rs_writes"])
+            red["gemm_reads"] = s["gemm_reads"] / t["gemm_reads"] if t["gemm_reads"] else None
+        rows.append((case, per_gpu, red))
+    summary = {}
+    for key in ("total", "rs_reads", "writes", "gemm_reads"):
+        values = [r[key] for _, _, r in rows if r.get(key) is not None]
+        if key in ("total", "writes"):   # geomean of the fractions kept, as a saving
+            kept = geomean([1 - v for v in values]) if values else None
+            summary[key] = (None if kept is None else 1 - kept,
+                            max(values) if values else None)
+        else:
+            summary[key] = (geomean(values), max(values) if values else None)
+    return rows, summary
+
+
+def figure18_lines(results, config="t3-mca"):
+    rows, summary = figure18_rows(results, config)
+    lines = [f"Figure 18: DRAM accesses per GPU (beats of 32 B) by category; {config}'s "
+             f"reductions vs Sequential",
+             f"  {'case':22s} {'config':10s}" + "".join(f"{c:>11s}" for c in DRAM_CATEGORIES)
+             + f"{'total':>10s}"]
+    for case, per_gpu, red in rows:
+        for c, d in per_gpu.items():
+            lines.append(f"  {case:22s} {c:10s}" + "".join(f"{d[k]:11.0f}" for k in
+                                                        DRAM_CATEGORIES)
+                         + f"{sum(d.values()):10.0f}")
+        if red:
+            lines.append(f"  {'':22s} {'saved':10s} total {100 * red['total']:.1f}%, RS reads "
+                         f"{_f(red['rs_reads'], '{:.2f}x')}, GEMM+RS writes "
+                         f"{100 * red['writes']:.1f}%, GEMM reads "
+                         f"{_f(red['gemm_reads'], '{:.2f}x')}")
+    pct = (lambda v: _f(None if v is None else 100 * v, "{:.1f}%"))
+    lines.append(f"  geomean (max): total {pct(summary['total'][0])} "
+                 f"({pct(summary['total'][1])}), RS reads "
+                 f"{_f(summary['rs_reads'][0], '{:.2f}x')} "
+                 f"({_f(summary['rs_reads'][1], '{:.2f}x')}), GEMM+RS writes "
+                 f"{pct(summary['writes'][0])} ({pct(summary['writes'][1])}), GEMM reads "
+                 f"{_f(summary['gemm_reads'][0], '{:.2f}x')} "
+                 f"({_f(summary['gemm_reads'][1], '{:.2f}x')})")
+    return lines
+
+
+# --- the report --------------------------------------------------------------------------------
+
+_COLOURS = {"T3": "gold", "T3-MCA": "tab:green", "Ideal-GEMM-RS-Overlap": "tab:blue",
+            "Ideal-RS+NMC": "tab:purple"}
+
+
+def _plot16(results, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows, _ = figure16_rows(results)
+    fig, ax = plt.subplots(figsize=(max(6, 0.75 * len(rows) + 2), 4.5))
+    width = 0.8 / len(BARS)
+    for i, bar in enumerate(BARS):
+        xs = [j + (i - (len(BARS) - 1) / 2) * width for j in range(len(rows))]
+        ys = [100 * (s[bar] - 1) if s[bar] is not None else 0 for _, s, _ in rows]
+        ax.bar(xs, ys, width, label=bar, color=_COLOURS[bar])
+    ax.set_xticks(range(len(rows)), [case for case, _, _ in rows], rotation=45, ha="right",
+                  fontsize="small")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_ylabel("% speedup over Sequential")
+    ax.set_title("Figure 16 on the RTL: sub-layer speedups")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    for suffix in (".png", ".svg"):
+        fig.savefig(path.with_suffix(suffix))
+    plt.close(fig)
+
+
+def _plot18(results, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows, _ = figure18_rows(results)
+    bars = [(case, c, d) for case, per_gpu, _ in rows for c, d in per_gpu.items()]
+    fig, ax = plt.subplots(figsize=(max(6, 0.3 * len(bars) + 2), 4.8))
+    bottom = [0.0] * len(bars)
+    for cat in DRAM_CATEGORIES:
+        values = [d[cat] for _, _, d in bars]
+        ax.bar(range(len(bars)), values, bottom=bottom, label=cat)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    ax.set_xticks(range(len(bars)), [f"{case} {c}" for case, c, _ in bars], rotation=90,
+                  fontsize="x-small")
+    ax.set_ylabel("DRAM accesses per GPU (32-byte beats)")
+    ax.set_title("Figure 18 on the RTL: DRAM accesses by category")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    for suffix in (".png", ".svg"):
+        fig.savefig(path.with_suffix(suffix))
+    plt.close(fig)
+
+
+def write_report(results, failures, out, *, scale=1.0, wall_s=None):
+    """``out/report.md``, ``out/figure16.{png,svg}``, ``out/figure18.{png,svg}`` and
+    ``out/results.json``; returns the report's path."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(
+        {"scale": scale, "wall_s": wall_s, "results": results, "failures": failures},
+        indent=1))
+    _plot16(results, out / "figure16")
+    _plot18(results, out / "figure18")
+    runs = [r for runs in results.values() for r in runs.values()]
+    _, summary16 = figure16_rows(results)
+    _, summary18 = figure18_rows(results)
+    md = ["# T3 on the RTL: the paper's evaluation", "",
+          f"Scale {scale:g} (the scaled GPU has {scaled_cus(scale)} CUs; `docs/paper.md` "
+          f"derives every scaling choice). {len(runs)} runs, "
+          f"{'every one' if all(r['verified'] for r in runs) else 'NOT every one'} verified "
+          f"bit for bit"
+          + (f"; {len(failures)} failed" if failures else "")
+          + (f"; {wall_s / 60:.1f} minutes of wall time" if wall_s else "") + ".", ""]
+    if failures:
+        md += ["## Failed runs", ""] + [f"- `{name}`: {error}" for name, error in
+                                        failures.items()] + [""]
+    md += ["## Figure 16: speedup over Sequential", "", "![Figure 16](figure16.png)", "",
+           "| case | GEMM : RS | " + " | ".join(BARS) + " |",
+           "|---|---:|" + "---:|" * len(BARS)]
+    rows, _ = figure16_rows(results)
+    for case, s, ratio in rows:
+        md.append(f"| {case} | {_f(ratio, '{:.2f}')} | " +
+                  " | ".join(_f(s[b]) for b in BARS) + " |")
+    for i, label in enumerate(("geomean", "max")):
+        md.append(f"| **{label}** | | " + " | ".join(_f(summary16[b][i]) for b in BARS)
+                  + " |")
+    md += ["", "The paper (section 6.1): " + ", ".join(
+        f"{k} {v[0]:.2f}" for k, v in PAPER_STATED.items() if k.split()[0] in
+        ("T3", "T3-MCA", "Ideal-GEMM-RS-Overlap")) + ".", "",
+           "## Figure 18: DRAM accesses per GPU", "", "![Figure 18](figure18.png)", "",
+           "| case | config | " + " | ".join(DRAM_CATEGORIES) + " | total |",
+           "|---|---|" + "---:|" * (len(DRAM_CATEGORIES) + 1)]
+    rows18, _ = figure18_rows(results)
+    for case, per_gpu, red in rows18:
+        for c, d in per_gpu.items():
+            md.append(f"| {case} | {c} | " + " | ".join(f"{d[k]:.0f}" for k in
+                                                        DRAM_CATEGORIES)
+                      + f" | {sum(d.values()):.0f} |")
+    md += ["", "T3-MCA against Sequential:", "",
+           "| case | total saved | RS reads | GEMM+RS writes saved | GEMM reads |",
+           "|---|---:|---:|---:|---:|"]
+    for case, _, red in rows18:
+        if red:
+            md.append(f"| {case} | {100 * red['total']:.1f}% | "
+                      f"{_f(red['rs_reads'], '{:.2f}x')} | {100 * red['writes']:.1f}% | "
+                      f"{_f(red['gemm_reads'], '{:.2f}x')} |")
+    pct = (lambda v: _f(None if v is None else 100 * v, "{:.1f}%"))
+    for i, label in enumerate(("geomean", "max")):
+        md.append(f"| **{label}** | {pct(summary18['total'][i])} | "
+                  f"{_f(summary18['rs_reads'][i], '{:.2f}x')} | "
+                  f"{pct(summary18['writes'][i])} | "
+                  f"{_f(summary18['gemm_reads'][i], '{:.2f}x')} |")
+    md += ["", "## Runs", "", "| run | GPUs | cycles | phases | simulated in |",
+           "|---|---:|---:|---|---:|"]
+    for case, runs_ in results.items():
+        for config, r in runs_.items():
+            phases = ", ".join(f"{k} {v}" for k, v in r["phase_cycles"].items())
+            md.append(f"| {case} {config} | {r['gpus']} | {r['cycles']} | {phases} | "
+                      f"{r['wall_s']:.0f} s |")
+    path = out / "report.md"
+    path.write_text("\n".join(md) + "\n")
+    return path

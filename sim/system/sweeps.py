@@ -1,0 +1,183 @@
+"""``t3 sweep``: one workload over the values of workload and hardware parameters, every point
+and configuration an independent job on Dask (:mod:`sim.sweep`), every run verified.
+
+Parameters (:data:`PARAMETERS`): the workload's ``m``, ``n``, ``k``, ``cus``, ``wfs_per_wg``,
+``dtype``; the ring's ``link_bw`` (``NUM/DEN`` beats per cycle), ``link_latency`` (cycles),
+``mcq_depth`` (the memory controller queue's entries) and ``memory_rows``.  A point that
+changes the ring builds (and caches) that ring once.
+"""
+
+import dataclasses
+import itertools
+import time
+
+from hw.params import check_int
+
+
+__all__ = ["PARAMETERS", "parse_vary", "sweep_points", "run_point", "sweep_jobs", "sweep_lines"]
+
+
+def _bw(text):
+    try:
+        num, den = (int(x) for x in str(text).split("/"))
+    except ValueError:
+        raise ValueError(f"link_bw must be NUM/DEN (e.g. 3/80), not {text!r}") from None
+    if not 0 < num <= den:
+        raise ValueError(f"link_bw must be NUM/DEN with 0 < NUM <= DEN, not {text!r}")
+    return [num, den]
+
+
+def _int(name, lo, hi=None):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"{name} must be an integer, not {text!r}") from None
+        return check_int(name, value, lo, hi)
+    return parse
+
+
+def _dtype(text):
+    if text not in ("fp16", "fp32"):
+        raise ValueError(f"dtype must be fp16 or fp32, not {text!r}")
+    return text
+
+
+#: name -> (parser of one value, "workload" or "ring").
+PARAMETERS = {"m": (_int("m", 1), "workload"), "n": (_int("n", 1), "workload"),
+              "k": (_int("k", 1), "workload"), "cus": (_int("cus", 1, 16), "workload"),
+              "wfs_per_wg": (_int("wfs_per_wg", 1, 8), "workload"),
+              "dtype": (_dtype, "workload"), "link_bw": (_bw, "ring"),
+              "link_latency": (_int("link_latency", 2, 100_000), "ring"),
+              "mcq_depth": (_int("mcq_depth", 2, 1024), "ring"),
+              "memory_rows": (_int("memory_rows", 1, 1024), "ring")}
+
+
+def parse_vary(texts):
+    """``["k=64,128", "link_bw=3/80,3/40"]`` -> ``{"k": [64, 128], "link_bw": [[3, 80],
+    [3, 40]]}``; refuses an unknown name or a bad value with one line."""
+    out = {}
+    for text in texts or ():
+        name, sep, values = text.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or not values.strip():
+            raise ValueError(f"--vary must be NAME=V1,V2,..., not {text!r}")
+        if name not in PARAMETERS:
+            raise ValueError(f"--vary: {name!r} is not one of {', '.join(PARAMETERS)}")
+        if name in out:
+            raise ValueError(f"--vary: {name} given twice")
+        out[name] = [PARAMETERS[name][0](v.strip()) for v in values.split(",")]
+    return out
+
+
+def sweep_points(base_spec, vary):
+    """Every combination of ``vary``'s values: ``[(label, spec fields, ring settings)]``."""
+    names = list(vary)
+    points = []
+    for values in itertools.product(*(vary[n] for n in names)) if names else [()]:
+        fields = dataclasses.asdict(base_spec)
+        ring = {}
+        for name, value in zip(names, values):
+            if PARAMETERS[name][1] == "workload":
+                fields[name] = value
+            else:
+                ring[name] = value
+        label = ", ".join(f"{n}={'/'.join(map(str, v)) if isinstance(v, list) else v}"
+                          for n, v in zip(names, values)) or "base"
+        points.append((label, fields, ring))
+    return points
+
+
+def _ring_kwargs(ring, base_ring):
+    out = dict(base_ring)
+    if "link_bw" in ring:
+        out["bandwidth"] = tuple(ring["link_bw"])
+    if "link_latency" in ring:
+        out["latency"] = ring["link_latency"]
+    for name in ("mcq_depth", "memory_rows"):
+        if name in ring:
+            out[name] = ring[name]
+    return out
+
+
+def check_points(points, gpus, configs, base_ring):
+    """Refuse a point the ring cannot run, naming it, before any job."""
+    from sim.system.run import ENGINE_PARAMS, check_config, memory_rows_for, system_params
+    from sim.system.workload import GemmSpec
+    for label, fields, ring in points:
+        kw = _ring_kwargs(ring, base_ring)
+        try:
+            spec = GemmSpec(**fields)
+            params, nparams = system_params(kw.get("memory_rows") or memory_rows_for(gpus),
+                                            kw.get("mcq_depth"))
+            for config in configs:
+                check_config(spec, gpus, config, params, nparams,
+                             kw.get("engines", ENGINE_PARAMS))
+        except ValueError as error:
+            raise ValueError(f"sweep point {label}: {error}") from None
+
+
+def run_point(fields, gpus, config, ring, seed=1, sim=None):
+    """One run of a sweep point (the job): the :class:`GemmSpec` ``fields`` on ``gpus`` GPUs in
+    ``config`` with ``ring``'s settings (JSON: ``bandwidth``, ``latency``, ``mcq_depth``,
+    ``memory_rows``, ``engines`` as a dict); returns what the table needs."""
+    from sim.system.run import run_config
+    from sim.system.workload import GemmSpec
+    from system.engine.config import EngineParams
+    kw = dict(ring)
+    if "bandwidth" in kw:
+        kw["bandwidth"] = tuple(kw["bandwidth"])
+    if isinstance(kw.get("engines"), dict):
+        kw["engines"] = EngineParams(**kw["engines"])
+    start = time.monotonic()
+    r = run_config(GemmSpec(**fields), gpus, config, sim=sim, seed=seed, **kw)
+    if not r.get("verified"):
+        raise AssertionError(f"{config}: the result is not bit-exact")
+    return {"config": config, "gpus": gpus, "workload": r["workload"], "cycles": r["cycles"],
+            "phase_cycles": r["phase_cycles"], "dram": r["dram"], "verified": True,
+            "wall_s": round(time.monotonic() - start, 1)}
+
+
+def sweep_jobs(points, gpus, configs, base_ring, seed=1, sim=None):
+    """One :class:`sim.sweep.Job` per point and configuration."""
+    from sim.sweep import Job
+    jobs = []
+    for label, fields, ring in points:
+        kw = _ring_kwargs(ring, base_ring)
+        if "bandwidth" in kw:
+            kw["bandwidth"] = list(kw["bandwidth"])
+        if kw.get("engines") is not None and not isinstance(kw["engines"], bool):
+            kw["engines"] = kw["engines"].to_dict()
+        for config in configs:
+            extra = {"seed": seed}
+            if sim:
+                extra["sim"] = sim
+            jobs.append(Job(f"{label}/{config}", "sim.system.sweeps:run_point",
+                            (fields, gpus, config, kw), extra))
+    return jobs
+
+
+def sweep_lines(points, configs, outcomes):
+    """The table: a row per point, cycles per configuration and, with Sequential, the
+    speedups over it; failed jobs by name."""
+    lines = [f"  {'point':32s}" + "".join(f"{c:>12s}" for c in configs) +
+             ("".join(f"{c + ' x':>12s}" for c in configs if c != "sequential")
+              if "sequential" in configs else "")]
+    failed = []
+    for label, _, _ in points:
+        row = {}
+        for c in configs:
+            out = outcomes[f"{label}/{c}"]
+            if out.ok:
+                row[c] = out.value["cycles"]
+            else:
+                failed.append(f"  FAILED {label}/{c}: {out.error}")
+        line = f"  {label:32s}" + "".join(f"{row[c]:12d}" if c in row else f"{'—':>12s}"
+                                          for c in configs)
+        if "sequential" in configs:
+            for c in configs:
+                if c != "sequential":
+                    line += (f"{row['sequential'] / row[c]:12.3f}"
+                             if "sequential" in row and c in row else f"{'—':>12s}")
+        lines.append(line)
+    return lines + failed

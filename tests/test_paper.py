@@ -1,0 +1,216 @@
+"""The paper's evaluation: the faithful presets against the paper's Table 1 and 2 (analytic),
+the tables and the report on a stored result (hand-computed), the sweep of real runs through
+a Dask ``LocalCluster`` with one job made to fail, and the timeline of a run."""
+
+import json
+import math
+
+import pytest
+
+from hw.params import T3Params
+from sim.system.paper import (FIGURE16_CASES, LARGE_CASES, RUNS, check_cases, figure16_lines,
+                              figure16_rows, figure18_rows, paper_jobs, select_cases,
+                              select_configs, write_report)
+from sim.system.workload import (PAPER, PRESETS, SCALE, Workload, link_latency_for, preset,
+                                 scaled_cus)
+
+
+P = T3Params()
+
+
+# --- the presets keep what decides the overlap (docs/paper.md) ------------------------------------
+
+@pytest.mark.parametrize("name", FIGURE16_CASES + LARGE_CASES)
+def test_presets_keep_the_papers_ratios(name):
+    case = PRESETS[name]
+    tokens, hidden, k = case["paper_mnk"]
+    tp = case["tp"]
+    spec = preset(name)
+    # K is the sub-layer's own: H/TP, 4H/TP or 3H/TP (Table 2)
+    mult = {"OP": 1, "FC-2": 4, "FC-1": 4, "IP": 3}[case["sublayer"]]
+    assert spec.k == k == mult * hidden // tp
+    # the GEMM : RS time ratio is the paper's: (2 M N K / F) / ((G-1)/G M N e / L) with the
+    # paper's F = 28,672 flop/cycle and L = 75 B/cycle (Table 1)
+    paper_ratio = (2 * k / PAPER["fp16_flops_per_cycle"]) / \
+        ((tp - 1) / tp * 2 / PAPER["link_bytes_per_cycle"])
+    assert Workload.estimate(spec, tp, P)["ratio"] == pytest.approx(paper_ratio, rel=1e-9)
+    # WG waves per ring step: the paper's macro tiles per step over 80 CUs, kept to the
+    # rounding of one WG on the scaled GPU
+    paper_waves = math.ceil(tokens / 256) * math.ceil(hidden / 128) / tp / 80
+    wgs_per_step = spec.n // tp // spec.tile_cols * (spec.m // spec.tile_rows) // \
+        spec.wfs_per_wg
+    assert wgs_per_step == max(1, round(paper_waves * spec.cus))
+    assert abs(wgs_per_step / spec.cus - paper_waves) <= max(0.5 / spec.cus,
+                                                             1 / spec.cus - paper_waves)
+    # DRAM bytes per flop of the 256 x 128 macro tile: (256 + 128) x 2 / (2 x 256 x 128)
+    wl_bytes = Workload(spec, tp, P).wg_read_beats() * 32
+    flops = 2 * spec.tile_rows * spec.tile_cols * spec.wfs_per_wg * spec.k
+    assert wl_bytes == pytest.approx(flops * 384 * 2 / (2 * 256 * 128), abs=32)
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.5, 0.25])
+def test_link_latency_is_the_papers_fraction_of_a_ring_step(scale):
+    """500 ns over the paper's step (a chunk, tokens x H x 2 / TP bytes, at 75 B/ns) equals the
+    scaled latency over the scaled step (a chunk at 1.2 B/cycle), to the rounding of a cycle."""
+    for name in FIGURE16_CASES:
+        tokens, hidden, _ = PRESETS[name]["paper_mnk"]
+        tp = PRESETS[name]["tp"]
+        spec = preset(name, scale=scale)
+        # the paper's chunk counted in macro tiles, as its WGs write it
+        paper_step = math.ceil(tokens / 256) * math.ceil(hidden / 128) * 256 * 128 * 2 / tp \
+            / PAPER["link_bytes_per_cycle"]
+        model_step = spec.m * spec.n // tp * 2 / (PAPER["link_bytes_per_cycle"] / SCALE)
+        want = 500 / paper_step * model_step
+        # the step's WGs were rounded to whole WGs: compare with the unrounded WG count
+        wgs = spec.n // tp // spec.tile_cols
+        exact = PRESETS[name]["waves_per_step"] * spec.cus
+        assert link_latency_for(spec) == pytest.approx(want * exact / wgs, abs=0.5 + 1e-9)
+
+
+def test_scale_and_selection_refusals():
+    assert scaled_cus(1.0) == 8 and scaled_cus(0.5) == 4 and scaled_cus(0.01) == 1
+    for bad in (0, -1, 1.5, float("nan"), "1", True):
+        with pytest.raises(ValueError, match="scale must be a number in \\(0, 1\\]"):
+            scaled_cus(bad)
+    assert select_cases(None) == FIGURE16_CASES
+    assert select_cases("tp32") == LARGE_CASES
+    assert select_cases("T-NLG-OP-TP8,fig16")[0] == "T-NLG-OP-TP8"
+    assert len(select_cases("T-NLG-OP-TP8,fig16")) == 16
+    with pytest.raises(ValueError, match="cases: 'OP' is not fig16, tp32, all or a case name"):
+        select_cases("OP")
+    assert select_configs("t3") == ("sequential", "t3")
+    assert select_configs(None) == RUNS
+    with pytest.raises(ValueError, match="configs: 't4' is not one of"):
+        select_configs("t3,t4")
+    with pytest.raises(ValueError, match="case GPT-3-OP-TP32: TP 32 needs a ring of 32 GPUs"):
+        check_cases(("GPT-3-OP-TP32",), 1.0)
+    check_cases(FIGURE16_CASES, 1.0)          # every Figure 16 run programs
+    jobs = paper_jobs(FIGURE16_CASES, RUNS)
+    assert len(jobs) == 64 and len({j.name for j in jobs}) == 64
+    # the longest first: TP 16's FC layers before TP 8's OP
+    assert jobs[0].args[0].endswith("TP16") and jobs[-1].args[0].endswith("OP-TP8")
+
+
+# --- the tables and the report on a stored result ------------------------------------------------
+
+def _run(gpus, cycles, phases, dram):
+    cats = ("gemm_reads", "gemm_writes", "rs_reads", "rs_writes", "ag_reads", "ag_writes")
+    return {"gpus": gpus, "cycles": cycles, "phase_cycles": phases, "verified": True,
+            "dram": dict(zip(cats, dram)), "wall_s": 1.0}
+
+
+#: Two cases, numbers chosen to be computed by hand (per-GPU DRAM = total / gpus).
+STORED = {
+    "A-OP-TP8": {
+        "sequential": _run(2, 1000, {"gemm": 400, "rs": 400, "ag": 200},
+                           [800, 400, 600, 400, 200, 200]),
+        "t3": _run(2, 800, {"gemm_rs": 600, "ag": 200}, [800, 400, 200, 200, 200, 200]),
+        "t3-mca": _run(2, 750, {"gemm_rs": 550, "ag": 200}, [800, 400, 200, 200, 200, 200]),
+        "rs-nmc": _run(2, 500, {"gemm_rs": 300, "ag": 200}, [0, 400, 200, 200, 200, 200])},
+    "B-FC-2-TP8": {
+        "sequential": _run(2, 2000, {"gemm": 1200, "rs": 500, "ag": 300},
+                           [1600, 400, 600, 400, 200, 200]),
+        "t3": _run(2, 1600, {"gemm_rs": 1300, "ag": 300}, [1600, 400, 200, 200, 200, 200]),
+        "t3-mca": _run(2, 1600, {"gemm_rs": 1300, "ag": 300}, [800, 400, 200, 200, 200, 200])},
+}
+
+
+def test_figure16_and_18_tables_on_a_stored_result(tmp_path):
+    rows, summary = figure16_rows(STORED)
+    a, b = rows[0][1], rows[1][1]
+    assert a["T3"] == 1000 / 800 and a["T3-MCA"] == 1000 / 750
+    assert a["Ideal-GEMM-RS-Overlap"] == 1000 / (400 + 200)
+    assert a["Ideal-RS+NMC"] == 1000 / (max(400, 300) + 200)
+    assert b["Ideal-RS+NMC"] is None                     # no rs-nmc run for B
+    assert rows[1][2] == 1200 / 500                      # GEMM : RS of Sequential
+    assert summary["T3"] == (pytest.approx(math.sqrt(1.25 * 1.25)), 1.25)
+    assert summary["Ideal-RS+NMC"] == (pytest.approx(1000 / 600), 1000 / 600)
+    rows18, s18 = figure18_rows(STORED)
+    red_a, red_b = rows18[0][2], rows18[1][2]
+    assert rows18[0][1]["sequential"]["gemm_reads"] == 400      # 800 beats / 2 GPUs
+    assert red_a["total"] == pytest.approx(1 - 2000 / 2600)
+    assert red_a["rs_reads"] == 3.0 and red_a["gemm_reads"] == 1.0
+    assert red_a["writes"] == pytest.approx(1 - 600 / 800)
+    assert red_b["gemm_reads"] == 2.0
+    assert s18["gemm_reads"] == (pytest.approx(math.sqrt(2.0)), 2.0)
+    assert s18["total"][1] == pytest.approx(1 - 2000 / 3400)
+    text = "\n".join(figure16_lines(STORED))
+    assert "A-OP-TP8" in text and "1.250" in text and "1.333" in text
+    report = write_report(STORED, {"C-IP-TP8/t3": "AssertionError: not bit-exact"},
+                          tmp_path / "r", scale=0.5, wall_s=120)
+    md = report.read_text()
+    assert "| A-OP-TP8 | 1.00 | 1.250 | 1.333 | 1.667 | 1.667 |" in md
+    assert "| B-FC-2-TP8 | 2.40 | 1.250 | 1.250 | 1.333 | — |" in md
+    assert "`C-IP-TP8/t3`: AssertionError: not bit-exact" in md
+    for name in ("figure16.png", "figure16.svg", "figure18.png", "figure18.svg"):
+        data = (tmp_path / "r" / name).read_bytes()
+        assert len(data) > 1000, name
+    assert (tmp_path / "r" / "figure16.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    stored = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert stored["results"] == STORED and stored["scale"] == 0.5
+
+
+# --- real runs: the sweep on Dask, the timeline ---------------------------------------------------
+
+TINY = dict(m=32, n=32, k=64, tile_rows=16, tile_cols=16, wfs_per_wg=2, cus=2)
+
+
+@pytest.mark.cocotb
+def test_sweep_of_real_runs_on_a_local_cluster(tmp_path):
+    """Four runs of a 2-GPU ring on two Dask workers and one job made to fail: the failure is
+    reported in one line, every other run is verified and kept; K doubles the GEMM's work."""
+    import dataclasses
+    from sim.sweep import Job, run_jobs
+    from sim.system.sweeps import sweep_jobs, sweep_lines, sweep_points
+    from sim.system.workload import GemmSpec
+    base = GemmSpec(**TINY)
+    points = sweep_points(base, {"k": [32, 64]})
+    jobs = sweep_jobs(points, 2, ("sequential", "t3"), {})
+    bad = Job("bad/t3", "sim.system.sweeps:run_point",
+              (dict(dataclasses.asdict(base), n=48), 2, "t3", {}))
+    out = run_jobs(jobs + [bad], cache=tmp_path / "cache", workers=2, progress=False)
+    assert not out["bad/t3"].ok
+    assert out["bad/t3"].error.startswith("ValueError: n 48 is not a multiple of gpus x "
+                                          "tile_cols")
+    for job in jobs:
+        assert out[job.name].ok and out[job.name].value["verified"] is True, out[job.name]
+    gemm = {k: out[f"k={k}/sequential"].value["phase_cycles"]["gemm"] for k in (32, 64)}
+    assert gemm[64] > gemm[32]
+    lines = sweep_lines(points, ("sequential", "t3"), out)
+    assert lines[1].split()[0] == "k=32" and len(lines) == 3
+    # a re-run takes every value from the cache and runs only the failed job
+    again = run_jobs(jobs + [bad], cache=tmp_path / "cache", workers=1, progress=False)
+    assert all(again[j.name].cached for j in jobs) and not again["bad/t3"].cached
+
+
+@pytest.mark.cocotb
+def test_timeline_shows_every_gpus_phases(tmp_path):
+    """Sampling the counters touches no datapath (the same cycles as without it); the
+    timeline has every GPU in every sample, every phase, each GPU's GEMM through all its
+    ring steps and its link busy during the fused phase; the picture and the samples are
+    written."""
+    from sim.system.run import run_config
+    from sim.system.timeline import series, write
+    from sim.system.workload import GemmSpec
+    spec = GemmSpec(**dict(TINY, n=64))
+    gpus = 4
+    plain = run_config(spec, gpus, "t3", build_dir=tmp_path / "plain")
+    r = run_config(spec, gpus, "t3", build_dir=tmp_path / "timeline", timeline=100)
+    assert r["verified"] is True
+    assert r["phase_cycles"] == plain["phase_cycles"]
+    samples = r["timeline"]["samples"]
+    assert {s["phase"] for s in samples} == {"gemm_rs", "ag", "check"}
+    assert all(len(s["gpus"]) == gpus for s in samples)
+    data = series(r)
+    fused = [i for i, s in enumerate(samples) if s["phase"] == "gemm_rs"]
+    for g in range(gpus):
+        stages = [data["stage"][g][i] for i in fused
+                  if not math.isnan(data["stage"][g][i])]
+        assert stages and max(stages) == gpus and stages == sorted(stages), (g, stages)
+        assert max(data["link"][g][i] for i in fused) > 0
+        # at most the link's rate over the interval plus the token bucket's credit (< 2 beats)
+        assert all(0 <= v <= 1 + 2 / (100 * 3 / 80) for v in data["link"][g])
+    files = write(r, tmp_path / "timeline.png")
+    assert files[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and files[0].stat().st_size > 5000
+    stored = json.loads(files[1].read_text())
+    assert stored["timeline"]["samples"] == samples
