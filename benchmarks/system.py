@@ -10,7 +10,8 @@
   ``start`` to ``done`` of each phase), with its ratio to the idle ring.
 - ``system.build_s.<sim>.<G>gpu``: seconds to export and build the ring with an empty cache.
 - ``system.<preset>.<config>``: speedup over Sequential of T3, T3-MCA, Ideal-GEMM-RS-Overlap
-  and Ideal-RS+NMC on the default presets (4 GPUs, M = 32), with the fraction of the ideal
+  and Ideal-RS+NMC on the default presets (4 GPUs; ``t3 paper`` runs them on their own TP
+  degree), with the fraction of the ideal
   overlap's gain that T3-MCA reaches.
 - ``system.<preset>.dram``: T3-MCA's DRAM accesses over Sequential's.
 """
@@ -78,7 +79,7 @@ def main(sims=None, synth=True, presets=DEFAULT_PRESETS, gpus=4, sizes=(4, 8, 16
             for line in speed_lines(sim, size):
                 print(line, flush=True)
     for name in presets:
-        spec = preset(name, gpus, m=32)
+        spec = preset(name, gpus)           # the TP-8 sub-layer's K kept on 4 GPUs
         results = run_all(spec, gpus)
         s = speedups(results)
         ideal = s["Ideal-GEMM-RS-Overlap"][1]

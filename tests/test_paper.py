@@ -87,8 +87,9 @@ def test_scale_and_selection_refusals():
     check_cases(FIGURE16_CASES, 1.0)          # every Figure 16 run programs
     jobs = paper_jobs(FIGURE16_CASES, RUNS)
     assert len(jobs) == 64 and len({j.name for j in jobs}) == 64
-    # the longest first: TP 16's FC layers before TP 8's OP
+    # the longest first (TP 16's FC layers; TP 8's OP last), the second on the other ring size
     assert jobs[0].args[0].endswith("TP16") and jobs[-1].args[0].endswith("OP-TP8")
+    assert jobs[1].args[0].endswith("TP8") and jobs[2].args[0].endswith("TP16")
 
 
 # --- the tables and the report on a stored result ------------------------------------------------
@@ -148,6 +149,31 @@ def test_figure16_and_18_tables_on_a_stored_result(tmp_path):
     assert (tmp_path / "r" / "figure16.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     stored = json.loads((tmp_path / "r" / "results.json").read_text())
     assert stored["results"] == STORED and stored["scale"] == 0.5
+
+
+def test_sweep_parameters_and_refusals():
+    from sim.system.sweeps import check_points, parse_vary, sweep_jobs, sweep_points
+    from sim.system.workload import GemmSpec
+    vary = parse_vary(["k=32,64", "link-bw=3/80,3/40", "mcq_depth=16"])
+    assert vary == {"k": [32, 64], "link_bw": [[3, 80], [3, 40]], "mcq_depth": [16]}
+    points = sweep_points(GemmSpec(**TINY), vary)
+    assert [label for label, _, _ in points] == [
+        "k=32, link_bw=3/80, mcq_depth=16", "k=32, link_bw=3/40, mcq_depth=16",
+        "k=64, link_bw=3/80, mcq_depth=16", "k=64, link_bw=3/40, mcq_depth=16"]
+    assert points[3][1]["k"] == 64 and points[3][2] == {"link_bw": [3, 40], "mcq_depth": 16}
+    jobs = sweep_jobs(points, 2, ("sequential", "t3"), {})
+    assert len(jobs) == 8 and jobs[1].args[3] == {"bandwidth": [3, 80], "mcq_depth": 16}
+    check_points(points, 2, ("sequential", "t3"), {})
+    for bad, message in ((["x=1"], "--vary: 'x' is not one of"), (["k"], "--vary must be NAME="),
+                         (["k=1", "k=2"], "--vary: k given twice"),
+                         (["link_bw=3"], "link_bw must be NUM/DEN"),
+                         (["mcq_depth=1"], "mcq_depth must be an integer from 2 to 1024"),
+                         (["dtype=bf16"], "dtype must be fp16 or fp32")):
+        with pytest.raises(ValueError, match=message):
+            parse_vary(bad)
+    with pytest.raises(ValueError, match="sweep point m=24: m 24 is not a multiple of "
+                                         "tile_rows 16"):
+        check_points(sweep_points(GemmSpec(**TINY), {"m": [24]}), 2, ("t3",), {})
 
 
 # --- real runs: the sweep on Dask, the timeline ---------------------------------------------------
