@@ -539,7 +539,8 @@ def main(argv=None):
     _workload_args(run)
     run.add_argument("--memory-rows", type=_int_arg(1), default=None,
                      help=f"HBM rows per bank of every node (default {MEMORY_ROWS}, 128 KiB, "
-                          f"up to 8 GPUs; 16 beyond, which their default workload needs)")
+                          f"up to 8 GPUs; 16 beyond, which their default workload needs; 32 "
+                          f"with a preset)")
     run.add_argument("--config", choices=CONFIGS, default="t3",
                      help="configuration (default t3)")
     run.add_argument("--wave", metavar="FILE", type=_output_arg(".vcd", ".fst"),

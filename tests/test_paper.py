@@ -85,6 +85,15 @@ def test_scale_and_selection_refusals():
     with pytest.raises(ValueError, match="case GPT-3-OP-TP32: TP 32 needs a ring of 32 GPUs"):
         check_cases(("GPT-3-OP-TP32",), 1.0)
     check_cases(FIGURE16_CASES, 1.0)          # every Figure 16 run programs
+    # an engine memory too small for the partials and their read-back is refused (the capture
+    # address would wrap onto the partials)
+    import dataclasses
+    from sim.system.run import PAPER_ENGINE, check_config, system_params
+    params, nparams = system_params(32)
+    with pytest.raises(ValueError, match="the engines' local_beats 8192 cannot hold a GPU's "
+                                         "partial output and its read-back, 2 x 5120 beats"):
+        check_config(preset("Mega-GPT-2-OP-TP16"), 16, "t3", params, nparams,
+                     dataclasses.replace(PAPER_ENGINE, local_beats=8192))
     jobs = paper_jobs(FIGURE16_CASES, RUNS)
     assert len(jobs) == 64 and len({j.name for j in jobs}) == 64
     # the longest first (TP 16's FC layers; TP 8's OP last), the second on the other ring size
