@@ -21,6 +21,7 @@ import numpy as np
 
 from hw.interfaces import Op
 from sim.system.driver import ETYPES, REMOTE_SPACE
+from system.engine.model import slices
 
 
 __all__ = ["Kernel", "GemmKernel", "RSKernel", "AGKernel", "CheckKernel", "ArrivalWatch",
@@ -153,26 +154,29 @@ class RSKernel(Kernel):
     1..G-1 GPU ``g`` reads its partial of chunk ``g + j`` (and, from step 2, the sum received
     into receive slot ``j - 1``), adds them on the CUs and stores the sum into GPU ``g - 1``'s
     slot ``j`` through the remote window; at the last step it stores the final sum of its own
-    chunk locally.  Step ``j >= 2`` waits until slot ``j - 1`` has fully arrived."""
+    chunk locally.  Slice by slice (:data:`system.engine.model.SLICE_BEATS`): a slice of step
+    ``j >= 2`` waits until the same slice of slot ``j - 1`` has arrived."""
 
     def __init__(self, g, workload, port, layout):
         super().__init__(f"rs{g}", port)
         self.step_starts = []
         self.g, self.wl, self.layout = g, workload, layout
-        self.step_no = 0
         self.base_arrivals = port.arrivals
         self.chunk_beats = layout["chunk_beats"]
+        # (step, first beat, end beat): slice by slice, as the engine's rs_steps
+        self.plan = collections.deque((j, first, end) for j in range(1, workload.gpus + 1)
+                          for first, end in slices(self.chunk_beats))
         self.outstanding = 0
         self.etype = ETYPES[workload.spec.dtype]
         self.full = (1 << workload.params.beat_bytes) - 1
 
-    def _begin(self, j):
+    def _begin(self, j, first, end):
         g, gpus, wl, p = self.g, self.wl.gpus, self.wl, self.wl.params
         chunk = (g + j) % gpus
         c, recv = self.layout["C"], self.layout["R"]
         chunk_bytes = self.chunk_beats * p.beat_bytes
         need = 1 if j == 1 else 2
-        pending = [dict() for _ in range(self.chunk_beats)]
+        pending = {i: dict() for i in range(first, end)}
 
         def got(resp, i, key):
             self.outstanding -= 1
@@ -201,7 +205,7 @@ class RSKernel(Kernel):
         if need == 2:
             sources.append(("recv", recv.base + (j - 2) * chunk_bytes))
         for key, base in sources:
-            for i in range(self.chunk_beats):
+            for i in range(first, end):
                 self.outstanding += 1
                 self.port.send({"addr": base + i * p.beat_bytes, "op": Op.READ.value,
                                 "mask": self.full}, lambda r, i=i, key=key: got(r, i, key))
@@ -210,41 +214,42 @@ class RSKernel(Kernel):
         self.outstanding -= 1
 
     def step(self):
-        gpus = self.wl.gpus
         if self.outstanding or self.port.queue:
             return False
-        if self.step_no == gpus:
+        if not self.plan:
             return True
-        j = self.step_no + 1
-        if j >= 2 and self.port.arrivals - self.base_arrivals < (j - 1) * self.chunk_beats:
+        j, first, end = self.plan[0]
+        if j >= 2 and self.port.arrivals - self.base_arrivals < (j - 2) * self.chunk_beats + end:
             return False
-        self.step_no = j
-        self.step_starts.append(self.now)
-        self._begin(j)
+        self.plan.popleft()
+        if first == 0:
+            self.step_starts.append(self.now)
+        self._begin(j, first, end)
         return False
 
 
 class AGKernel(Kernel):
     """All-gather on the CUs: at step ``j`` = 1..G-1 GPU ``g`` copies chunk ``g + j - 1``
     (its own final chunk first, then what it received) into GPU ``g - 1``'s output through
-    the remote window; step ``j >= 2`` waits until the chunk has arrived."""
+    the remote window, slice by slice; a slice of step ``j >= 2`` waits until it has arrived."""
 
     def __init__(self, g, workload, port, layout):
         super().__init__(f"ag{g}", port)
         self.g, self.wl, self.layout = g, workload, layout
-        self.step_no = 0
         self.base_arrivals = port.arrivals
         self.chunk_beats = layout["chunk_beats"]
+        self.plan = collections.deque((j, first, end) for j in range(1, workload.gpus)
+                          for first, end in slices(self.chunk_beats))
         self.outstanding = 0
         self.full = (1 << workload.params.beat_bytes) - 1
         self.etype = ETYPES[workload.spec.dtype]
 
-    def _begin(self, j):
+    def _begin(self, j, first, end):
         p = self.wl.params
         chunk = (self.g + j - 1) % self.wl.gpus
         c = self.layout["C"]
         chunk_bytes = self.chunk_beats * p.beat_bytes
-        for i in range(self.chunk_beats):
+        for i in range(first, end):
             addr = c.base + chunk * chunk_bytes + i * p.beat_bytes
 
             def got(resp, addr=addr):
@@ -261,13 +266,13 @@ class AGKernel(Kernel):
     def step(self):
         if self.outstanding or self.port.queue:
             return False
-        if self.step_no == self.wl.gpus - 1:
+        if not self.plan:
             return True
-        j = self.step_no + 1
-        if j >= 2 and self.port.arrivals - self.base_arrivals < (j - 1) * self.chunk_beats:
+        j, first, end = self.plan[0]
+        if j >= 2 and self.port.arrivals - self.base_arrivals < (j - 2) * self.chunk_beats + end:
             return False
-        self.step_no = j
-        self._begin(j)
+        self.plan.popleft()
+        self._begin(j, first, end)
         return False
 
 

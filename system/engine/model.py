@@ -108,11 +108,25 @@ def gemm_program(wl, g, layout, mode, remote_space, free=False):
     return GemmProgram(wgs, registers)
 
 
-def rs_steps(wl, g, layout, remote_space):
+#: Beats of one slice of a baseline ring step.  Like NCCL's ring, which pipelines every step
+#: through slices of its ring buffers, the CU kernels forward a step slice by slice: slice
+#: ``i`` of step ``j`` waits only for slice ``i`` of what the neighbour sent in step ``j - 1``,
+#: not for its whole chunk.  A slice ends with a drain (its last access's round trip, tens of
+#: cycles); 32 beats (1 KiB) take about 850 cycles on the scaled link.
+SLICE_BEATS = 32
+
+
+def slices(chunk_beats, slice_beats=SLICE_BEATS):
+    """``[(first beat, end beat)]`` of a chunk's slices."""
+    return [(i, min(i + slice_beats, chunk_beats)) for i in range(0, chunk_beats, slice_beats)]
+
+
+def rs_steps(wl, g, layout, remote_space, slice_beats=SLICE_BEATS):
     """The baseline's reduce-scatter on GPU ``g``'s CUs (:class:`sim.system.kernels.RSKernel`):
     step ``j`` = 1..G reads its partial of chunk ``g + j`` (and from ``j = 2`` the sum received
     in slot ``j - 1``), and stores the sum into GPU ``g - 1``'s slot ``j`` through the remote
-    window, the last one into its own chunk; step ``j`` waits for ``(j - 1)`` chunks."""
+    window, the last one into its own chunk; slice by slice (:data:`SLICE_BEATS`), a slice of
+    step ``j`` waiting for the same slice of slot ``j - 1``."""
     beat = wl.params.beat_bytes
     cb = layout["chunk_beats"]
     chunk_bytes = cb * beat
@@ -124,21 +138,27 @@ def rs_steps(wl, g, layout, remote_space):
         x = c.base + chunk * chunk_bytes
         y = recv.base + (j - 2) * chunk_bytes if j >= 2 else None
         z = remote_space + recv.base + (j - 1) * chunk_bytes if j < gpus else x
-        steps.append(Step(cb, x, z, y, wait_arrivals=(j - 1) * cb if j >= 2 else 0))
+        for first, end in slices(cb, slice_beats):
+            off = first * beat
+            steps.append(Step(end - first, x + off, z + off, None if y is None else y + off,
+                              wait_arrivals=(j - 2) * cb + end if j >= 2 else 0))
     return steps
 
 
-def ag_steps(wl, g, layout, remote_space):
+def ag_steps(wl, g, layout, remote_space, slice_beats=SLICE_BEATS):
     """The all-gather on GPU ``g``'s CUs (:class:`sim.system.kernels.AGKernel`): step ``j`` =
     1..G-1 copies chunk ``g + j - 1`` into GPU ``g - 1``'s output through the remote window,
-    once ``j - 1`` chunks have arrived."""
+    slice by slice, a slice of step ``j >= 2`` once the same slice has arrived."""
     beat = wl.params.beat_bytes
     cb = layout["chunk_beats"]
     c = layout["C"]
     steps = []
     for j in range(1, wl.gpus):
         x = c.base + ((g + j - 1) % wl.gpus) * cb * beat
-        steps.append(Step(cb, x, remote_space + x, wait_arrivals=(j - 1) * cb))
+        for first, end in slices(cb, slice_beats):
+            off = first * beat
+            steps.append(Step(end - first, x + off, remote_space + x + off,
+                              wait_arrivals=(j - 2) * cb + end if j >= 2 else 0))
     return steps
 
 
