@@ -421,7 +421,7 @@ def cmd_paper(args):
     where = args.scheduler or f"a local cluster of {args.workers} worker processes"
     print(f"T3 paper: {len(cases)} cases x {len(configs)} runs = {len(jobs)} jobs on {where}; "
           f"scale {args.scale:g} ({cus} CUs a GPU); every run verified bit for bit")
-    print("  (a ring size's first run builds it: about 3 minutes for 8 GPUs, 6 for 16)",
+    print("  (a ring size's first run builds it: about 5 minutes for 8 GPUs, 10 for 16)",
           flush=True)
     cache = None if args.no_cache else (args.cache or Path.home() / ".cache" / "t3-results")
     results, failures, wall = evaluate(cases, configs, scale=args.scale, sim=args.sim,
