@@ -21,7 +21,7 @@ from sim.system.run import PAPER_ENGINE, PAPER_MEMORY_ROWS
 from sim.system.workload import PRESETS, SUBLAYERS, scaled_cus
 
 
-__all__ = ["FIGURE16_CASES", "LARGE_CASES", "RUNS", "PAPER_MEMORY_ROWS", "PAPER_ENGINE",
+__all__ = ["FIGURE16_CASES", "LARGE_CASES", "RUNS", "DEFAULT_SCALE", "PAPER_MEMORY_ROWS", "PAPER_ENGINE",
            "PAPER_STATED", "paper_jobs", "evaluate", "select_cases",
            "select_configs", "figure16_rows", "figure16_lines", "figure18_rows",
            "figure18_lines", "write_report", "geomean", "check_cases"]
@@ -32,6 +32,10 @@ FIGURE16_CASES = tuple(f"{model}-{sub}-TP{tp}" for model in ("Mega-GPT-2", "T-NL
                        for tp in (8, 16) for sub in SUBLAYERS)
 #: Section 6.4's larger models at TP 32.
 LARGE_CASES = tuple(name for name in PRESETS if PRESETS[name]["tp"] == 32)
+
+#: The scale ``t3 paper`` runs at unless told: 4 CUs a scaled GPU; the 16 Figure 16 cases take
+#: about 31 minutes on 2 cores with the rings built (scale 1: about twice as long).
+DEFAULT_SCALE = 0.5
 
 #: The runs of one case: the three configurations and the isolated RS with NMC.
 RUNS = CONFIGS + (ISOLATED_RS,)
@@ -102,7 +106,8 @@ def check_cases(cases, scale, configs=RUNS):
                 raise ValueError(f"case {name} ({config}): {error}") from None
 
 
-def paper_jobs(cases, configs, scale=1.0, sim=None):
+def paper_jobs(cases, configs, scale=None, sim=None):
+    scale = DEFAULT_SCALE if scale is None else scale
     """The :class:`sim.sweep.Job` list, the longest first (a ring of more GPUs, then a
     larger K), so that two workers finish together."""
     from sim.sweep import Job
@@ -129,12 +134,13 @@ def paper_jobs(cases, configs, scale=1.0, sim=None):
     return jobs
 
 
-def evaluate(cases=FIGURE16_CASES, configs=RUNS, *, scale=1.0, sim=None, cache=None,
+def evaluate(cases=FIGURE16_CASES, configs=RUNS, *, scale=None, sim=None, cache=None,
              scheduler=None, workers=2, progress=True, check=True):
     """Run the jobs; returns ``(results, failures, wall seconds)``: ``results[case][config]``
     is :func:`sim.system.cases.run_case`'s value, ``failures`` ``{job name: one-line error}``.  ``check``:
     :func:`check_cases` first (the caller may have)."""
     from sim.sweep import run_jobs
+    scale = DEFAULT_SCALE if scale is None else scale
     if check:
         check_cases(cases, scale, configs)
     start = time.monotonic()
