@@ -309,13 +309,8 @@ def _plot16(results, path):
     ax.set_xticks(range(len(rows)), [case for case, _, _ in rows], rotation=45, ha="right",
                   fontsize="small")
     ax.axhline(0, color="black", linewidth=0.8)
-    ax.set_ylabel("% speedup over Sequential")
-    ax.set_title("Figure 16 on the RTL: sub-layer speedups")
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    for suffix in (".png", ".svg"):
-        fig.savefig(path.with_suffix(suffix))
-    plt.close(fig)
+    _save(plt, fig, ax, "% speedup over Sequential", "Figure 16 on the RTL: sub-layer speedups",
+          path)
 
 
 def _plot18(results, path):
@@ -332,8 +327,14 @@ def _plot18(results, path):
         bottom = [b + v for b, v in zip(bottom, values)]
     ax.set_xticks(range(len(bars)), [f"{case} {c}" for case, c, _ in bars], rotation=90,
                   fontsize="x-small")
-    ax.set_ylabel("DRAM accesses per GPU (32-byte beats)")
-    ax.set_title("Figure 18 on the RTL: DRAM accesses by category")
+    _save(plt, fig, ax, "DRAM accesses per GPU (32-byte beats)",
+          "Figure 18 on the RTL: DRAM accesses by category", path)
+
+
+def _save(plt, fig, ax, ylabel, title, path):
+    """Label, legend, and ``path`` as PNG and SVG."""
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.legend(fontsize="small")
     fig.tight_layout()
     for suffix in (".png", ".svg"):
