@@ -34,7 +34,7 @@ FIGURE16_CASES = tuple(f"{model}-{sub}-TP{tp}" for model in ("Mega-GPT-2", "T-NL
 LARGE_CASES = tuple(name for name in PRESETS if PRESETS[name]["tp"] == 32)
 
 #: The scale ``t3 paper`` runs at unless told: 4 CUs a scaled GPU; the 16 Figure 16 cases take
-#: about 31 minutes on 2 cores with the rings built (scale 1: about twice as long).
+#: about 31 minutes on 2 cores with the rings built (scale 1 has twice the cycles).
 DEFAULT_SCALE = 0.5
 
 #: The runs of one case: the three configurations and the isolated RS with NMC.
