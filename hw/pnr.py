@@ -42,8 +42,9 @@ TARGETS = {
 class PnrResult:
     """What place and route reports: ``fmax`` ``{clock: (achieved MHz, asked MHz)}``,
     ``utilization`` ``{resource: (used, available)}`` (resources the design uses), the
-    critical path (``path_from``, ``path_to``: ``cell.port``; ``path_ns``: its delay;
-    ``path_logic``: its logic levels), and the seconds synthesis and place and route took."""
+    critical path (``path_from``, ``path_to``: ``cell.port``; ``path_ns``: its delay, of which
+    ``path_routing_ns`` in the wires; ``path_logic``: its logic levels; ``path``: every step as
+    ``(type, from, to, ns)``), and the seconds synthesis and place and route took."""
     target: str
     top: str
     fmax: dict
@@ -53,6 +54,8 @@ class PnrResult:
     path_ns: float
     path_logic: int
     seconds: float
+    path_routing_ns: float = 0.0
+    path: list = dataclasses.field(default_factory=list)
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -67,8 +70,9 @@ class PnrResult:
         for name, (used, available) in self.utilization.items():
             out.append(f"{prefix}.{self.target}.{name}: {used} (of {available}, ratio "
                        f"{used / available:.3f})")
-        out.append(f"{prefix}.{self.target}.critical_path: {self.path_ns:.2f} ns, "
-                   f"{self.path_logic} logic levels, {self.path_from} -> {self.path_to}")
+        out.append(f"{prefix}.{self.target}.critical_path: {self.path_ns:.2f} ns "
+                   f"({self.path_routing_ns:.2f} ns routing), {self.path_logic} logic levels, "
+                   f"{self.path_from} -> {self.path_to}")
         return out
 
 
@@ -119,4 +123,7 @@ def place_and_route(component, top, target="ecp5", freq_mhz=100, seed=1, timeout
                      _endpoint(path[-1]["to"]) if path else "",
                      sum(step["delay"] for step in path),
                      sum(step["type"] == "logic" for step in path),
-                     round(time.monotonic() - start, 1))
+                     round(time.monotonic() - start, 1),
+                     sum(step["delay"] for step in path if step["type"] == "routing"),
+                     [(step["type"], _endpoint(step["from"]), _endpoint(step["to"]),
+                       step["delay"]) for step in path])
