@@ -4,7 +4,7 @@
   offered every cycle with the trigger output always ready and no set conflicts (the schedule
   passes :func:`tracker.config.check_schedule`); limit 1.0.
 - ``tracker.trigger_latency``: cycles from the handshake of a tile's completing access to its
-  trigger on ``o`` (the documented 2).
+  trigger on ``o`` (the documented 4).
 - ``tracker.sim_speed.<sim>``: simulated cycles per wall-clock second, Python driver and golden
   model included, for Amaranth's simulator and cocotb on Icarus and Verilator.
 - ``tracker.table_bits.paper``: bits of the paper's configuration (256 sets x 8 ways, 12-bit

@@ -110,7 +110,7 @@ async def set_full(dut):
     # held from the cycle after its handshake through the 20 idle cycles and the reads
     assert regs["stall_full"] >= 20
     assert int(dut.i__ready.value) == 0
-    # nothing behind the held access is taken
+    # nothing is taken while the access is held (the pipeline moves in lockstep)
     tb.source.send_nowait(reqs[0])
     await tb.bench.cycles(10)
     assert len(tb.source.sent) == len(reqs)

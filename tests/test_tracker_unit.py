@@ -89,14 +89,17 @@ def test_set_full_holds_the_access_and_counts_stalls():
     tparams = TrackerParams(sets=1, ways=2, regions=1)
     region = Region(0x1000, 0x1000, 8, 2)
     requests = [request(PARAMS, region.base, 0b11, ElemType.FP16, wg, 0) for wg in range(3)]
-    requests += [request(PARAMS, region.base, 0b11, ElemType.FP16, 0, 0)]
+    requests += [request(PARAMS, region.base, 0b11, ElemType.FP16, 0, 0)] * 3
     run = simulate_tracker(PARAMS, tparams, [region], requests, max_cycles=60)
-    assert len(run.taken) == 3          # the third tile is held, nothing behind it is taken
+    # the third tile is held in the last stage (3 cycles after its handshake); the two accesses
+    # offered right behind it were taken meanwhile and wait in stages 1 and 2, not counted
+    # (they would have raised `tracked`); nothing after them is taken
+    assert len(run.taken) == 5 and run.taken[2:] == [run.taken[2] + k for k in range(3)]
     assert run.regs["status"] & Status.SET_FULL
-    assert run.regs["tracked"] == 2 and run.regs["accesses"] == 3
-    # held from the cycle after its handshake to the end of the run, and on while the
+    assert run.regs["tracked"] == 2 and run.regs["accesses"] == 5
+    # held from its third cycle after the handshake to the end of the run, and on while the
     # registers are read (one cycle each, stall_full among them)
-    held = 60 - run.taken[2] - 1
+    held = run.cycles - run.taken[2] - 3
     reads = len(STAT_REGISTERS)
     assert held <= run.regs["stall_full"] <= held + 2 * reads, run.regs["stall_full"]
     assert run.triggers == []
@@ -212,7 +215,7 @@ def test_a_region_with_open_tiles_refuses_reprogramming():
 
     async def put(ctx, req):
         await stream_put(ctx, dut.i, pack(mem_request_layout(PARAMS), req))
-        for _ in range(3):
+        for _ in range(TRIGGER_LATENCY + 1):
             if ctx.get(dut.o.valid):
                 fired.append(ctx.get(dut.o.payload.addr))
             await ctx.tick()

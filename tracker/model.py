@@ -18,7 +18,7 @@ __all__ = ["TrackerModel", "Outcome", "TRIGGER_LATENCY", "check_run"]
 
 
 #: Cycles from the input handshake of a tile's completing access to its trigger on ``o``.
-TRIGGER_LATENCY = 2
+TRIGGER_LATENCY = 4
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,7 +5,7 @@ output tile, the local, remote and DMA element updates, and emits a trigger when
 ``tile_elems * updates_per_element`` of them.
 """
 
-from amaranth import Module, Signal, Cat, Mux, C
+from amaranth import Module, Signal, Cat, Mux, C, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -50,7 +50,8 @@ class Tracker(wiring.Component):
         falls in a programmed region (the lowest-numbered region wins; the driver refuses
         overlaps).  Its increment is the number of elements its byte ``mask`` enables for
         ``etype``.  Every other access passes untouched.  ``i.ready`` is low while the table is
-        flushed and while the head access is held (below).
+        flushed, in the cycle of a region register write and the next (the region's end address
+        and threshold are registers), and while the head access is held (below).
     o : Out(stream.Signature(hw.interfaces.trigger_layout(params, tparams.regions)))
         One trigger per completed tile, in the order of the completing accesses.
     csr : In(csr_signature(...))
@@ -59,17 +60,22 @@ class Tracker(wiring.Component):
     Pipeline and timing
     -------------------
     Stage 0 (the cycle ``i`` handshakes): region lookup, increment, set index; the set's row
-    (all ways) is read from a synchronous memory.  Stage 1 (next cycle): tag compare, count,
-    threshold compare, write-back of the row.  The read port is transparent to the write port,
-    so an access to the row being written in the same cycle reads the written value: the
-    Tracker takes **one access per cycle, back-to-back accesses to the same entry included**.
-    A trigger is valid on ``o`` **2 cycles** after the handshake of the access that completed
-    the tile (registered output).
+    (all ways) is read from a synchronous memory.  Stage 1: the row arrives and is registered
+    (the block RAM's output delay is most of a cycle on an FPGA).  Stage 2: tag compare in
+    every way, the hit way's count plus the increment and its start address (one-hot selects,
+    no priority chain).  Stage 3: threshold compare, the decision, the write-back of the one
+    way that changed.  The stages move in lockstep (all or none).  A row is read before the two
+    accesses ahead of it have written it, so stage 2 takes a way from stage 3's write of this
+    cycle, else from the write of the previous advance, else from the row as read
+    (forwarding): the Tracker takes **one access per cycle, back-to-back accesses to the same
+    entry included**.  A trigger is valid on ``o`` **4 cycles** after the handshake of the
+    access that completed the tile (registered output).  ``i.ready`` depends on registers
+    and ``o.ready`` only.
 
-    The head access in stage 1 is held, and ``i.ready`` drops, when it fires but ``o`` still
-    holds an unaccepted trigger (counted in ``stall_out``), or when it opens a new tile in a set
-    with no free way (``stall_full``; ``status.set_full`` latches).  A held access is neither
-    dropped nor counted twice; a full set waits for a way to free.  Since ways free only when a
+    The access in stage 3 is held, and ``i.ready`` drops, when it fires but ``o`` still holds an
+    unaccepted trigger (counted in ``stall_out``), or when it opens a new tile in a set with no
+    free way (``stall_full``; ``status.set_full`` latches); the accesses behind it wait in
+    stages 1 and 2.  A held access is neither dropped nor counted twice.  Since ways free only when a
     tile completes, and the accesses that complete tiles queue behind the held one, a full set
     deadlocks the input: :func:`tracker.config.check_schedule` refuses every schedule that can
     fill a set, so a configuration accepted by the driver never meets it, and one that does
@@ -89,8 +95,9 @@ class Tracker(wiring.Component):
     driver flushes the table between kernels.
 
     Reset and ``cmd.flush`` clear the table one set per cycle (``sets`` cycles, ``i.ready`` low,
-    ``status.flushing`` high) once the access in stage 1 has completed; an access held by a full
-    set is discarded by the flush with the rest of the table (the way out of a set-full stall).
+    ``status.flushing`` high) once the accesses in the pipeline have completed; an access held
+    by a full set, and those waiting behind it, are discarded by the flush with the rest of
+    the table (the way out of a set-full stall).
     """
 
     def __init__(self, params: T3Params, tparams: TrackerParams = TrackerParams()):
@@ -120,7 +127,7 @@ class Tracker(wiring.Component):
         sum_bits = max(tp.count_bits, inc_bits) + 1
 
         m.submodules.table = table = Memory(shape=row_layout, depth=tp.sets, init=[])
-        wr = table.write_port()
+        wr = table.write_port(granularity=1)   # one enable per way
         rd = table.read_port(domain="sync", transparent_for=(wr,))
 
         # --- Registers -------------------------------------------------------------------
@@ -144,16 +151,30 @@ class Tracker(wiring.Component):
         in_region = Signal(tp.regions)
         region = Signal(tp.region_bits)
         threshold = Signal(thr_bits)
+        # Each region's end address and threshold (a product) are registers of their own,
+        # computed from the region registers in the cycle after a write.  The input pauses in
+        # the cycle of a region register write and the next (``settle``): no access meets a
+        # stale end or threshold, and none is classified by a region being rewritten (so the
+        # region lock below need not look at the input).
+        region_write = Signal()
+        settle = Signal()
+        m.d.comb += region_write.eq(Cat(*(regs.write_strobe(f"region{r}_{f}")
+                                          for r in range(tp.regions)
+                                          for f in ("base", "size", "tile_elems",
+                                                    "updates"))).any())
+        m.d.sync += settle.eq(region_write)
         for r in reversed(range(tp.regions)):   # lowest index wins
             base, size = regs.rw(f"region{r}_base"), regs.rw(f"region{r}_size")
-            hit = (size != 0) & (req.addr >= base) & (req.addr < base + size)
+            r_end = Signal(p.addr_bits + 1, name=f"region{r}_end")
+            r_on = Signal(name=f"region{r}_on")
+            r_thr = Signal(thr_bits, name=f"region{r}_threshold")
+            m.d.sync += [r_end.eq(base + size), r_on.eq(size != 0),
+                         r_thr.eq(regs.rw(f"region{r}_tile_elems") *
+                                  regs.rw(f"region{r}_updates"))]
+            hit = r_on & (req.addr >= base) & (req.addr < r_end)
             m.d.comb += in_region[r].eq(hit)
             with m.If(hit):
-                m.d.comb += [
-                    region.eq(r),
-                    threshold.eq(regs.rw(f"region{r}_tile_elems") *
-                                 regs.rw(f"region{r}_updates")),
-                ]
+                m.d.comb += [region.eq(r), threshold.eq(r_thr)]
 
         mask = req.mask
         byte_count = Signal(inc_bits)
@@ -166,8 +187,11 @@ class Tracker(wiring.Component):
         eligible = enable & req.tracked & is_write & in_region.any()
         good = whole & aligned & (byte_count != 0)
 
-        # --- Stage 1 registers ----------------------------------------------------------
-        s1_valid = Signal()
+        # --- The pipeline moves in lockstep: every stage advances when stage 3 does ------------
+        s1_valid, s2_valid, s3_valid = Signal(), Signal(), Signal()
+        advance = Signal()
+
+        # --- Stage 1 registers (the row is being read) ------------------------------------
         s1_count = Signal()      # counted access (eligible and well formed)
         s1_bad = Signal()        # eligible but malformed: bad_access
         s1_set = Signal(range(tp.sets))
@@ -178,38 +202,9 @@ class Tracker(wiring.Component):
         s1_region = Signal(tp.region_bits)
         s1_wg_id = Signal(p.wg_id_bits)
         s1_wf_id = Signal(p.wf_id_bits)
-
-        # --- Stage 1: look up the row, count, decide --------------------------------------
-        row = rd.data
-        hit_way = Signal(range(ways))
-        hit = Signal()
-        free_way = Signal(range(ways))
-        any_free = Signal()
-        for w in reversed(range(ways)):
-            with m.If(row[w].valid & (row[w].tag == s1_tag)):
-                m.d.comb += [hit.eq(1), hit_way.eq(w)]
-            with m.If(~row[w].valid):
-                m.d.comb += [any_free.eq(1), free_way.eq(w)]
-
-        cur = row[hit_way]
-        cur_count = Mux(hit, cur.count, 0)
-        start = Mux(hit & (cur.start < s1_addr), cur.start, s1_addr)
-        new_count = Signal(sum_bits)
-        m.d.comb += new_count.eq(cur_count + s1_inc)
-        mismatch = s1_count & hit & (cur.region != s1_region)
-        over = s1_count & ~mismatch & (new_count > s1_thr)
-        overflow = s1_count & ~mismatch & ~over & (new_count > tp.max_count)
-        error = mismatch | over | overflow
-        fire = s1_count & ~error & (new_count == s1_thr)
-        alloc = s1_count & ~error & ~fire & ~hit
-        set_full = s1_valid & alloc & ~any_free
-        out_busy = s1_valid & fire & self.o.valid & ~self.o.ready
-        s1_go = s1_valid & ~set_full & ~out_busy
-        advance = ~s1_valid | s1_go
         take = self.i.valid & self.i.ready
-
         m.d.comb += [
-            self.i.ready.eq(advance & ~flushing),
+            self.i.ready.eq(advance & ~flushing & ~settle & ~region_write),
             rd.addr.eq(req.wg_id[:tp.set_bits]),
             rd.en.eq(advance),
         ]
@@ -228,50 +223,193 @@ class Tracker(wiring.Component):
                 s1_wf_id.eq(req.wf_id),
             ]
 
-        # Write-back: the row with the hit way updated (or freed), or a free way filled.
-        new_row = Signal(row_layout)
-        m.d.comb += new_row.eq(row)
+        # --- Stage 2 registers (the row as read) -------------------------------------------
+        s2_row = Signal(row_layout)
+        s2_count, s2_bad = Signal(), Signal()
+        # the outcome of a miss (no open tile) needs no row: the count is the increment
+        s2_miss_fire, s2_miss_over, s2_miss_overflow = Signal(), Signal(), Signal()
+        # for a hit: count + inc vs threshold and maximum is count vs these, each way in parallel
+        s2_room = Signal(signed(thr_bits + 1))       # threshold - increment
+        s2_cap = Signal(signed(tp.count_bits + 1))   # max_count - increment
+        s2_set = Signal(range(tp.sets))
+        s2_tag = Signal(entry["tag"].shape)
+        s2_addr = Signal(beat_addr_bits)
+        s2_inc = Signal(inc_bits)
+        s2_region = Signal(tp.region_bits)
+        s2_wg_id = Signal(p.wg_id_bits)
+        s2_wf_id = Signal(p.wf_id_bits)
+        # the outcome of a miss (no open tile) does not need the row: open a tile, or not
+        with m.If(advance):
+            m.d.sync += [
+                s2_valid.eq(s1_valid), s2_count.eq(s1_count), s2_bad.eq(s1_bad),
+                s2_miss_fire.eq(s1_inc == s1_thr), s2_miss_over.eq(s1_inc > s1_thr),
+                s2_miss_overflow.eq(s1_inc > tp.max_count),
+                s2_room.eq(s1_thr - s1_inc), s2_cap.eq(tp.max_count - s1_inc),
+                s2_set.eq(s1_set),
+                s2_tag.eq(s1_tag), s2_addr.eq(s1_addr), s2_inc.eq(s1_inc),
+                s2_region.eq(s1_region), s2_wg_id.eq(s1_wg_id),
+                s2_wf_id.eq(s1_wf_id),
+            ]
+
+        # --- Stage 3 registers (looked up and counted) ------------------------------------
+        s3_count = Signal()
+        s3_bad = Signal()
+        s3_hit = Signal()
+        s3_way = Signal(ways)    # one-hot
+        s3_mismatch = Signal()   # the errors, each only if none before it in this list
+        s3_over = Signal()
+        s3_overflow = Signal()
+        s3_fire = Signal()       # completes its tile (no error)
+        s3_full = Signal()       # opens a tile in a set with no free way: held
+        s3_write = Signal(ways)  # the way it writes when it moves on (one-hot, or none)
+        s3_new_count = Signal(sum_bits)
+        s3_start = Signal(beat_addr_bits)
+        s3_set = Signal(range(tp.sets))
+        s3_tag = Signal(entry["tag"].shape)
+        s3_region = Signal(tp.region_bits)
+        s3_wg_id = Signal(p.wg_id_bits)
+        s3_wf_id = Signal(p.wf_id_bits)
+
+        # --- Stage 3: threshold compare, decide, write back ------------------------------
+        # (the compares were made in stage 2: stage 3 decides on registers alone)
+        over, overflow, fire = s3_over, s3_overflow, s3_fire
+        error = s3_mismatch | over | overflow
+        alloc = s3_count & ~error & ~fire & ~s3_hit
+        out_busy = s3_valid & fire & self.o.valid & ~self.o.ready
+        set_full = s3_valid & s3_full
+        s3_go = s3_valid & ~set_full & ~out_busy
+        m.d.comb += advance.eq(~s3_valid | s3_go)
+
         updated = Signal(entry)
         m.d.comb += [
             updated.valid.eq(~fire),
-            updated.tag.eq(s1_tag),
-            updated.start.eq(start),
-            updated.count.eq(new_count),
-            updated.region.eq(s1_region),
+            updated.tag.eq(s3_tag),
+            updated.start.eq(s3_start),
+            updated.count.eq(s3_new_count),
+            updated.region.eq(s3_region),
         ]
-        m.d.comb += new_row[Mux(hit, hit_way, free_way)].eq(updated)
+        write = Signal(ways)     # one enable per way
+        m.d.comb += write.eq(Mux(s3_go, s3_write, 0))
         m.d.comb += [
-            wr.addr.eq(s1_set),
-            wr.data.eq(new_row),
-            wr.en.eq(s1_go & s1_count & ~error & (hit | ~fire)),
+            wr.addr.eq(s3_set),
+            wr.data.eq(Cat(*([updated] * ways))),
+            wr.en.eq(write),
         ]
+        # whether stage 2's access is in the set of stage 3's: compared one stage early, so
+        # that the forwarding select comes straight from registers
+        same3 = Signal()
+        with m.If(advance):
+            m.d.sync += same3.eq(s2_set == s1_set)
+        # the row as stage 2 gets it: as read, with the way that stage 3 writes at this edge
+        with m.If(advance):
+            for w in range(ways):
+                m.d.sync += s2_row[w].eq(Mux(write[w] & (s3_set == s1_set), updated, rd.data[w]))
+
+        # --- Stage 2: look up the row, count ----------------------------------------------
+        # The row was read in the cycle the access was taken, and saw every write up to that
+        # edge (the read port is transparent).  Two writes came after it: the one made as the
+        # access moved to stage 2 (taken into ``s2_row`` as it is loaded, above) and the one
+        # stage 3 makes now, taken here.  (Stage 3's write is forwarded whether or not stage 3
+        # moves on this cycle: if it does not, neither does stage 2, and the forwarding select
+        # depends on registers alone.)
+        row = Signal(row_layout)
+        for w in range(ways):
+            m.d.comb += row[w].eq(Mux(s3_write[w] & same3, updated, s2_row[w]))
+        # One-hot everywhere (a tag is open in at most one way of its set): every way is
+        # compared, counted and checked in parallel, and the hit way's results are an AND-OR
+        # of the ways, with no priority chain and no compare after the select.
+        match = Signal(ways)
+        free = Signal(ways)
+        earlier = Signal(ways)      # the way's tile starts below this access's beat
+        w_fire = Signal(ways)       # the way's count + increment == threshold
+        w_over = Signal(ways)       # ... > threshold
+        w_overflow = Signal(ways)   # ... > max_count
+        w_mismatch = Signal(ways)   # the way's tile is open under another region
+        w_count = [Signal(sum_bits, name=f"w{w}_count") for w in range(ways)]
+        for w in range(ways):
+            count_w = Cat(row[w].count, C(0, 1)).as_signed()     # unsigned, widened
+            m.d.comb += [
+                match[w].eq(row[w].valid & (row[w].tag == s2_tag)),
+                free[w].eq(~row[w].valid),
+                earlier[w].eq(row[w].start < s2_addr),
+                w_fire[w].eq(count_w == s2_room),
+                w_over[w].eq(count_w > s2_room),
+                w_overflow[w].eq(count_w > s2_cap),
+                w_mismatch[w].eq(row[w].region != s2_region),
+                w_count[w].eq(row[w].count + s2_inc),
+            ]
+        hit = match.any()
+        any_free = free.any()
+        first_free = Signal(ways)   # the lowest free way, as the model picks it
+        m.d.comb += first_free.eq(free & -free)
+
+        def one_hot_or(values):
+            out = values[0]
+            for v in values[1:]:
+                out = out | v
+            return out
+
+        hit_count = one_hot_or([Mux(match[w], w_count[w], 0) for w in range(ways)])
+        hit_start = one_hot_or([Mux(match[w], row[w].start, 0) for w in range(ways)])
+        start = Mux((match & earlier).any(), hit_start, s2_addr)
+        # (names of their own: ``fire``, ``over``... are stage 3's)
+        to_mismatch = s2_count & (match & w_mismatch).any()
+        to_over = s2_count & ~to_mismatch & Mux(hit, (match & w_over).any(), s2_miss_over)
+        to_overflow = s2_count & ~to_mismatch & ~to_over & \
+            Mux(hit, (match & w_overflow).any(), s2_miss_overflow)
+        to_fire = s2_count & ~to_mismatch & ~to_over & ~to_overflow & \
+            Mux(hit, (match & w_fire).any(), s2_miss_fire)
+        miss_alloc = ~s2_miss_over & ~s2_miss_overflow & ~s2_miss_fire
+        with m.If(advance):
+            m.d.sync += [
+                s3_valid.eq(s2_valid),
+                s3_count.eq(s2_count),
+                s3_bad.eq(s2_bad),
+                s3_hit.eq(hit),
+                s3_way.eq(Mux(hit, match, first_free)),
+                s3_mismatch.eq(to_mismatch),
+                s3_over.eq(to_over),
+                s3_overflow.eq(to_overflow),
+                s3_fire.eq(to_fire),
+                s3_full.eq(s2_count & miss_alloc & ~hit & ~any_free),
+                s3_write.eq(Mux(s2_valid & s2_count & ~to_mismatch & ~to_over & ~to_overflow &
+                                (hit | ~to_fire), Mux(hit, match, first_free), 0)),
+                s3_new_count.eq(Mux(hit, hit_count, s2_inc)),
+                s3_start.eq(start),
+                s3_set.eq(s2_set),
+                s3_tag.eq(s2_tag),
+                s3_region.eq(s2_region),
+                s3_wg_id.eq(s2_wg_id),
+                s3_wf_id.eq(s2_wf_id),
+            ]
 
         # --- Trigger output register -----------------------------------------------------
         with m.If(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
-        with m.If(s1_go & fire):
+        with m.If(s3_go & fire):
             m.d.sync += [
                 self.o.valid.eq(1),
-                self.o.payload.wg_id.eq(s1_wg_id),
-                self.o.payload.wf_id.eq(s1_wf_id),
-                self.o.payload.addr.eq(Cat(C(0, p.beat_offset_bits), start)),
-                self.o.payload.region.eq(s1_region),
+                self.o.payload.wg_id.eq(s3_wg_id),
+                self.o.payload.wf_id.eq(s3_wf_id),
+                self.o.payload.addr.eq(Cat(C(0, p.beat_offset_bits), s3_start)),
+                self.o.payload.region.eq(s3_region),
             ]
 
         # --- Flush: clear one set per cycle ----------------------------------------------
         with m.If(start_flush):
             m.d.sync += [flushing.eq(1), flush_set.eq(0)]
-        with m.Elif(flushing & s1_valid & set_full):
-            m.d.sync += s1_valid.eq(0)          # the flush discards a held access too
-        with m.Elif(flushing & ~s1_valid):
-            m.d.comb += [wr.addr.eq(flush_set), wr.data.eq(0), wr.en.eq(1)]
+        with m.Elif(flushing & set_full):
+            # the flush discards the held access, and those behind it, with the table
+            m.d.sync += [s3_valid.eq(0), s2_valid.eq(0), s1_valid.eq(0)]
+        with m.If(flushing & ~start_flush & ~s1_valid & ~s2_valid & ~s3_valid):
+            m.d.comb += [wr.addr.eq(flush_set), wr.data.eq(0), wr.en.eq(-1)]
             m.d.sync += flush_set.eq(flush_set + 1)
             with m.If(flush_set == tp.sets - 1):
                 m.d.sync += flushing.eq(0)
 
         # --- Occupancy, status, counters -------------------------------------------------
-        allocated = s1_go & alloc
-        freed = s1_go & fire & hit
+        allocated = s3_go & alloc
+        freed = s3_go & fire & s3_hit
         next_occ = Signal.like(occupancy)
         m.d.comb += next_occ.eq(occupancy + allocated - freed)
         m.d.sync += occupancy.eq(next_occ)
@@ -282,27 +420,28 @@ class Tracker(wiring.Component):
         refused = []
         for r in range(tp.regions):
             opened = Signal(range(tp.sets * ways + 1), name=f"open{r}")
-            here = s1_region == r
+            here = s3_region == r
             with m.If(flushing | start_flush):
                 m.d.sync += opened.eq(0)
             with m.Else():
                 m.d.sync += opened.eq(opened + (allocated & here) - (freed & here))
-            busy = (opened != 0) | (s1_valid & s1_count & here) | \
-                (take & eligible & (region == r))
+            busy = (opened != 0) | (s3_valid & s3_count & here) | \
+                (s2_valid & s2_count & (s2_region == r)) | \
+                (s1_valid & s1_count & (s1_region == r))
             refused.append(regs.lock(m, [f"region{r}_{f}" for f in
                                          ("base", "size", "tile_elems", "updates")], busy))
         region_busy = Signal()
         m.d.comb += region_busy.eq(Cat(*refused).any())
 
-        regs.status(m, "status", set_full=set_full, over_threshold=s1_go & over,
-                    count_overflow=s1_go & overflow, region_mismatch=s1_go & mismatch,
-                    bad_access=s1_go & s1_bad, region_busy=region_busy, flushing=flushing)
+        regs.status(m, "status", set_full=set_full, over_threshold=s3_go & over,
+                    count_overflow=s3_go & overflow, region_mismatch=s3_go & s3_mismatch,
+                    bad_access=s3_go & s3_bad, region_busy=region_busy, flushing=flushing)
 
         errors = Signal(range(3))
-        m.d.comb += errors.eq((s1_go & (error | s1_bad)) + region_busy)
+        m.d.comb += errors.eq((s3_go & (error | s3_bad)) + region_busy)
         accumulate(m, counters["errors"], errors, clear_counters)
         for name, event in (("accesses", take),
-                            ("tracked", s1_go & s1_count & ~error), ("triggers", s1_go & fire),
+                            ("tracked", s3_go & s3_count & ~error), ("triggers", s3_go & fire),
                             ("stall_full", set_full), ("stall_out", out_busy)):
             count(m, counters[name], event, clear_counters)
         with m.If(clear_counters):
