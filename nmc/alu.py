@@ -19,8 +19,12 @@ from .fpadd import BF16, FP16, FP32, FPAdd
 __all__ = ["NearBankALU", "alu_in_layout", "alu_out_layout", "LATENCY"]
 
 
-#: Cycles from an input handshake to its result on ``o`` (with ``o.ready`` high).
-LATENCY = 1
+#: Pipeline registers inside each floating-point adder (:class:`nmc.fpadd.FPAdd`).
+FP_LATENCY = 2
+
+#: Cycles from an input handshake to its result on ``o`` (with ``o.ready`` high): the adders'
+#: two stages and the output register.
+LATENCY = FP_LATENCY + 1
 
 
 def alu_in_layout(params: T3Params):
@@ -35,7 +39,7 @@ def alu_out_layout(params: T3Params):
 
 
 class NearBankALU(wiring.Component):
-    """Op-and-store on one beat per cycle.
+    """Op-and-store on one beat per cycle, in a pipeline of ``LATENCY`` = 3 stages.
 
     ``etypes`` lists the element types that get adders (all four by default); an ``UPDATE`` of
     another type is refused like a split element.
@@ -46,8 +50,16 @@ class NearBankALU(wiring.Component):
         ``old`` (the beat read from the bank), ``data``, ``mask`` (byte enables), ``op``
         (``STORE`` or ``UPDATE``; ``READ`` returns ``old``), ``etype``.
     o : Out(stream.Signature(alu_out_layout(params)))
-        ``result`` (the beat to write back) and ``error``; valid ``LATENCY`` = 1 cycle after the
-        input handshake (registered), and ``i.ready`` = ``~o.valid | o.ready``.
+        ``result`` (the beat to write back) and ``error``.
+
+    Timing
+    ------
+    Stage 1 (the input cycle): the mask checks, the ``STORE`` merge, the int32 sums and the
+    adders' alignment; stage 2: the adders' magnitude add and leading-zero count; stage 3: the
+    adders' normalisation and rounding, the lane merge, and the output register.  A result is
+    valid on ``o`` ``LATENCY`` cycles after its input handshake; one input is taken every
+    cycle while ``o.ready`` is high.  The whole pipeline moves together: ``i.ready`` =
+    ``~o.valid | o.ready``, and nothing moves while ``o`` holds an unaccepted result.
     """
 
     def __init__(self, params: T3Params, etypes=tuple(ElemType)):
@@ -63,8 +75,32 @@ class NearBankALU(wiring.Component):
         p = self.params
         req = self.i.payload
         old, new, mask = req.old, req.data, req.mask
+        advance = Signal()
+        m.d.comb += [advance.eq(~self.o.valid | self.o.ready), self.i.ready.eq(advance)]
 
-        # --- lane-wise sums for every type --------------------------------------------------
+        def delay(value, name, cycles=FP_LATENCY):
+            """``value`` as it was ``cycles`` advances ago (the adders' depth)."""
+            for k in range(cycles):
+                reg = Signal(len(value), name=f"{name}_d{k + 1}")
+                with m.If(advance):
+                    m.d.sync += reg.eq(value)
+                value = reg
+            return value
+
+        # --- masks: whole elements only for UPDATE -------------------------------------------------
+        built = req.etype.as_value().matches(*(e.value for e in self.etypes))
+        bad = (req.op == Op.UPDATE) & (~mask_is_whole(mask, req.etype) | ~built)
+        # bytes that take the sum; every other byte is ``passthrough``: the old beat, or the
+        # stored data where a STORE enables it
+        take_sum = Signal(p.beat_bytes)
+        m.d.comb += take_sum.eq(Mux((req.op == Op.UPDATE) & ~bad, mask, 0))
+        store = (req.op == Op.STORE)
+        passthrough = Signal(p.beat_bits)
+        m.d.comb += passthrough.eq(Cat(
+            Mux(store & mask[k], new[8 * k:8 * k + 8], old[8 * k:8 * k + 8])
+            for k in range(p.beat_bytes)))
+
+        # --- lane-wise sums for every type, in the adders' pipeline ------------------------------
         sums = {}
         for etype, fmt in ((ElemType.FP16, FP16), (ElemType.BF16, BF16), (ElemType.FP32, FP32),
                            (ElemType.INT32, None)):
@@ -77,35 +113,34 @@ class NearBankALU(wiring.Component):
                 if fmt is None:
                     lane = Signal(bits, name=f"int32_{k}")
                     m.d.comb += lane.eq(a + b)                     # wraps
+                    lane = delay(lane, f"int32_{k}")
                 else:
-                    adder = FPAdd(fmt)
+                    adder = FPAdd(fmt, FP_LATENCY)
                     m.submodules[f"{fmt.name}_{k}"] = adder
-                    m.d.comb += [adder.a.as_value().eq(a), adder.b.as_value().eq(b)]
+                    m.d.comb += [adder.a.as_value().eq(a), adder.b.as_value().eq(b),
+                                 adder.en.eq(advance)]
                     lane = adder.s.as_value()
                 lanes.append(lane)
             sums[etype] = Cat(*lanes)
 
+        valid = delay(self.i.valid, "valid")
+        etype = delay(req.etype.as_value(), "etype")
+        take_sum = delay(take_sum, "take_sum")
+        passthrough = delay(passthrough, "passthrough")
+        bad = delay(bad, "bad")
+
         total = Signal(p.beat_bits)
-        with m.Switch(req.etype):
-            for etype, value in sums.items():
-                with m.Case(etype):
+        with m.Switch(etype):
+            for e, value in sums.items():
+                with m.Case(e):
                     m.d.comb += total.eq(value)
-
-        # --- masks: whole elements only for UPDATE -------------------------------------------------
-        built = req.etype.as_value().matches(*(e.value for e in self.etypes))
-        bad = (req.op == Op.UPDATE) & (~mask_is_whole(mask, req.etype) | ~built)
-
-        source = Mux(req.op == Op.UPDATE, total, new)
-        merged = Signal(p.beat_bits)
-        m.d.comb += merged.eq(Cat(Mux(mask[k], source[8 * k:8 * k + 8], old[8 * k:8 * k + 8])
-                                  for k in range(p.beat_bytes)))
-        result = Mux(bad | (req.op == Op.READ), old, merged)
+        result = Cat(Mux(take_sum[k], total[8 * k:8 * k + 8], passthrough[8 * k:8 * k + 8])
+                     for k in range(p.beat_bytes))
 
         # --- output register -----------------------------------------------------------------------
-        m.d.comb += self.i.ready.eq(~self.o.valid | self.o.ready)
-        with m.If(self.i.ready):
+        with m.If(advance):
             m.d.sync += [
-                self.o.valid.eq(self.i.valid),
+                self.o.valid.eq(valid),
                 self.o.payload.result.eq(result),
                 self.o.payload.error.eq(bad),
             ]

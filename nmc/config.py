@@ -6,8 +6,17 @@ from hw.csr import Field, Reg, RegisterFile
 from hw.params import T3Params, check_int, check_pow2
 
 
-__all__ = ["HBMTiming", "NMCParams", "decode", "nmc_registers", "COUNTERS", "STATUS", "CMD",
+from .alu import LATENCY as _ALU_LATENCY
+
+
+__all__ = ["WRITE_DELAY", "HBMTiming", "NMCParams", "decode", "nmc_registers", "COUNTERS", "STATUS", "CMD",
            "Status"]
+
+
+#: Cycles from a column command to its write landing in the storage (and its response entering
+#: the response FIFO): the read, the read data's register, the ALU's three stages
+#: (``nmc.alu.LATENCY``).  A command reading that beat earlier waits (the atomicity stall).
+WRITE_DELAY = _ALU_LATENCY + 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,7 +26,8 @@ class HBMTiming:
     ``CCDWL`` is the column-to-column delay in one bank group after an op-and-store: the paper's
     Table 1 has CCDWL = 4 with CCDL = 2; the ratio is kept (8 with CCD_L 4).  ``CL`` is also the
     delay from a column command to its response, for every command; it must cover the unit's
-    read-add-write pipeline (3 cycles: read, add, write and queue the response).
+    read-add-write pipeline (6 cycles: read, the read data registered, the ALU's three stages,
+    write and queue the response).
     """
     CL: int = 14
     RCD: int = 14
@@ -38,8 +48,9 @@ class HBMTiming:
                              f"command")
         if self.CCD_L < self.CCD_S:
             raise ValueError(f"CCD_L {self.CCD_L} is less than CCD_S {self.CCD_S}")
-        if self.CL < 3:
-            raise ValueError(f"CL {self.CL} is shorter than the 3-cycle read-add-write pipeline")
+        if self.CL <= WRITE_DELAY:
+            raise ValueError(f"CL {self.CL} is shorter than the {WRITE_DELAY + 1}-cycle "
+                             f"read-add-write pipeline")
 
     def to_dict(self):
         return dataclasses.asdict(self)

@@ -2,7 +2,8 @@
 
 :func:`float_layout` describes a format as a ``data.StructLayout`` in the style of Amaranth's own
 IEEE-754 example (``fraction``, ``exponent``, ``sign``, least significant first).
-:class:`FPAdd` adds two values of one format, combinationally: subnormal inputs and outputs,
+:class:`FPAdd` adds two values of one format, combinationally or in a pipeline of up to
+three stages (align; add and count leading zeros; normalise and round): subnormal inputs and outputs,
 signed zeros, infinities and NaN are handled; every result that is not a NaN is the correctly
 rounded sum (bit for bit what numpy's ``float16``/``float32`` addition and ``ml_dtypes``'
 ``bfloat16`` addition give), and a NaN input or ``inf - inf`` gives the quiet NaN
@@ -78,19 +79,36 @@ def leading_zeros(m, value):
 
 
 class FPAdd(Elaboratable):
-    """``s = a + b`` in ``fmt``, combinational.
+    """``s = a + b`` in ``fmt``, combinational or pipelined.
+
+    Parameters
+    ----------
+    fmt : FloatFormat
+    latency : int
+        Pipeline registers inside the adder: 0 (combinational), 1 (after the magnitude
+        add and the leading-zero count) or 2 (also after the alignment shift).  ``s`` is the sum
+        of the ``a`` and ``b`` presented ``latency`` cycles (of ``en`` high) earlier.
 
     Attributes
     ----------
     a, b : Signal(float_layout(fmt)), in
+    en : Signal, in
+        The pipeline registers load when ``en`` is high (default high); the adder then holds.
     s : Signal(float_layout(fmt)), out
     """
 
-    def __init__(self, fmt: FloatFormat):
+    LATENCIES = (0, 1, 2)
+
+    def __init__(self, fmt: FloatFormat, latency: int = 0):
+        if latency not in self.LATENCIES:
+            self._MustUse__silence = True      # refused: not an unused design
+            raise ValueError(f"latency must be one of {self.LATENCIES}, not {latency!r}")
         self.fmt = fmt
+        self.latency = latency
         layout = float_layout(fmt)
         self.a = Signal(layout)
         self.b = Signal(layout)
+        self.en = Signal(init=1)
         self.s = Signal(layout)
 
     def elaborate(self, platform):
@@ -100,9 +118,22 @@ class FPAdd(Elaboratable):
         exp_max = (1 << E) - 1
         W = F + 4                      # hidden bit + fraction + guard, round, sticky
 
+        def cut(after, **values):
+            """The values, through a pipeline register if the adder has one ``after`` here."""
+            if (after == "align" and self.latency < 2) or (after == "add" and self.latency < 1):
+                return values.values()
+            out = []
+            for name, value in values.items():
+                reg = Signal.like(value, name=f"{after}_{name}") if isinstance(value, Signal) \
+                    else Signal(len(value), name=f"{after}_{name}")
+                with m.If(self.en):
+                    m.d.sync += reg.eq(value)
+                out.append(reg)
+            return out
+
         a, b = self.a, self.b
 
-        # --- classify ---------------------------------------------------------------------
+        # --- classify: the special results are settled here --------------------------------
         def special(x):
             return x.exponent == exp_max
 
@@ -110,6 +141,16 @@ class FPAdd(Elaboratable):
         b_nan = special(b) & (b.fraction != 0)
         a_inf = special(a) & (a.fraction == 0)
         b_inf = special(b) & (b.fraction == 0)
+        nan = Signal()
+        inf = Signal()
+        inf_sign = Signal()
+        zero_sign = Signal()
+        m.d.comb += [
+            nan.eq(a_nan | b_nan | (a_inf & b_inf & (a.sign != b.sign))),
+            inf.eq(a_inf | b_inf),
+            inf_sign.eq(Mux(a_inf, a.sign, b.sign)),
+            zero_sign.eq(a.sign & b.sign),   # an exact zero sum: -0 only for (-0) + (-0)
+        ]
 
         # --- order by magnitude: x is the larger ------------------------------------------------
         a_mag = Cat(a.fraction, a.exponent)
@@ -125,8 +166,10 @@ class FPAdd(Elaboratable):
             mant = Cat(v.fraction, ~subnormal)          # hidden bit
             return exp, mant
 
-        x_exp, x_mant = unpack(x)
+        x_exp = Signal(E)
+        x_mant = Signal(F + 1)
         y_exp, y_mant = unpack(y)
+        m.d.comb += Cat(x_exp, x_mant).eq(Cat(*unpack(x)))
 
         # --- align y to x (guard, round, sticky) ----------------------------------------------
         shift = Signal(E)
@@ -138,18 +181,29 @@ class FPAdd(Elaboratable):
         far = shift >= W                          # everything shifted out: only sticky left
         y_al = Signal(W)
         m.d.comb += y_al.eq(Mux(far, y_mant != 0, y_aligned))
-        x_al = Cat(Const(0, 3), x_mant)
+        x_al = Signal(W)
+        m.d.comb += x_al.eq(Cat(Const(0, 3), x_mant))
+        subtract = Signal()
+        x_sign = Signal()
+        m.d.comb += [subtract.eq(x.sign ^ y.sign), x_sign.eq(x.sign)]
+
+        (x_al, y_al, subtract, x_sign, x_exp, nan, inf, inf_sign, zero_sign) = cut(
+            "align", x_al=x_al, y_al=y_al, subtract=subtract, x_sign=x_sign, x_exp=x_exp,
+            nan=nan, inf=inf, inf_sign=inf_sign, zero_sign=zero_sign)
 
         # --- add or subtract magnitudes -------------------------------------------------------
-        subtract = x.sign ^ y.sign
         total = Signal(W + 1)
         m.d.comb += total.eq(Mux(subtract, x_al - y_al, x_al + y_al))
-
-        # --- normalise ---------------------------------------------------------------------------
-        carry = total[W]
         # leading zeros below the hidden position (bit W-1)
         lz = Signal(range(W + 1))
         m.d.comb += lz.eq(leading_zeros(m, total[:W]))
+
+        (total, lz, x_sign, x_exp, nan, inf, inf_sign, zero_sign) = cut(
+            "add", total=total, lz=lz, x_sign=x_sign, x_exp=x_exp, nan=nan, inf=inf,
+            inf_sign=inf_sign, zero_sign=zero_sign)
+
+        # --- normalise ---------------------------------------------------------------------------
+        carry = total[W]
         # never shift below the smallest exponent (1): that is a subnormal result
         left = Signal(range(W + 1))
         m.d.comb += left.eq(Mux(lz < x_exp, lz, x_exp - 1))
@@ -181,17 +235,15 @@ class FPAdd(Elaboratable):
 
         # --- result -----------------------------------------------------------------------------------
         s = self.s
-        with m.If(a_nan | b_nan | (a_inf & b_inf & (a.sign != b.sign))):
+        with m.If(nan):
             m.d.comb += s.as_value().eq(fmt.qnan)
-        with m.Elif(a_inf | b_inf):
-            m.d.comb += [s.exponent.eq(exp_max), s.fraction.eq(0),
-                         s.sign.eq(Mux(a_inf, a.sign, b.sign))]
+        with m.Elif(inf):
+            m.d.comb += [s.exponent.eq(exp_max), s.fraction.eq(0), s.sign.eq(inf_sign)]
         with m.Elif(zero):
-            # exact zero: +0, except (-0) + (-0) = -0 (round to nearest)
-            m.d.comb += [s.exponent.eq(0), s.fraction.eq(0), s.sign.eq(a.sign & b.sign)]
+            m.d.comb += [s.exponent.eq(0), s.fraction.eq(0), s.sign.eq(zero_sign)]
         with m.Elif(overflow):
-            m.d.comb += [s.exponent.eq(exp_max), s.fraction.eq(0), s.sign.eq(x.sign)]
+            m.d.comb += [s.exponent.eq(exp_max), s.fraction.eq(0), s.sign.eq(x_sign)]
         with m.Else():
             m.d.comb += [s.exponent.eq(field_exp), s.fraction.eq(r_mant[:F]),
-                         s.sign.eq(x.sign)]
+                         s.sign.eq(x_sign)]
         return m

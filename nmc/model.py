@@ -9,6 +9,7 @@ payload); :func:`same_result` compares two beats lane by lane, accepting any NaN
 import numpy as np
 
 from hw.interfaces import ELEM_BYTES, ElemType, Op
+from .config import WRITE_DELAY
 
 
 __all__ = ["alu_reference", "same_result", "lane_dtype", "NMCModel"]
@@ -97,7 +98,7 @@ class NMCModel:
         self.wtr_l = [0] * nparams.bank_groups
         self.any_free = 0
         self.wtr_s = 0
-        self.last_write = (-1, None)         # (cycle, beat) of the last write column command
+        self.writes = []                     # (cycle, beat) of recent write column commands
         self.head_conflict = self.head_miss = False
         self.now = 0
         self.memory = {}
@@ -137,7 +138,9 @@ class NMCModel:
                     ok = (now >= self.col_ok[k] and now >= self.bg_free[g]
                           and now >= self.any_free
                           and (not reading or (now >= self.wtr_l[g] and now >= self.wtr_s))
-                          and self.last_write != (now - 1, beat) and room)
+                          and not any(now - c < WRITE_DELAY and b == beat
+                                      for c, b in self.writes)
+                          and room)
                     action = "col" if ok else None
                 elif self.open[k]:
                     action = "pre" if now >= self.ras_ok[k] else None
@@ -183,7 +186,8 @@ class NMCModel:
             return
         self.counters[f"{'updates' if op == Op.UPDATE else 'stores'}_{stream}"] += 1
         self.wtr_l[g], self.wtr_s = now + t.WTR_L, now + t.WTR_S
-        self.last_write = (now, beat)
+        self.writes = [(c, b) for c, b in self.writes if now - c < WRITE_DELAY - 1] + \
+            [(now, beat)]
         result, error = alu_reference(p, old, cmd["data"], cmd["mask"], cmd["op"], cmd["etype"])
         if op == Op.UPDATE and ElemType(cmd["etype"]) not in self.n.elem_types:
             result, error = old, 1          # no adder of that type was built

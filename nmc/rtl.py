@@ -10,7 +10,8 @@ from amaranth.lib.wiring import In, Out
 from hw.csr import accumulate, count, csr_signature
 from hw.interfaces import Op, Stream, mem_request_layout, mem_response_layout
 from hw.params import T3Params
-from .alu import NearBankALU
+from .alu import LATENCY as ALU_LATENCY, NearBankALU
+from .config import WRITE_DELAY
 from .config import COUNTERS, NMCParams, nmc_registers
 
 
@@ -46,10 +47,13 @@ class NMCUnit(wiring.Component):
       and + WTR_S anywhere.
     * Row closed (miss): ACT when the bank's precharge has had RP cycles, then the hit rules.
     * Other row open (conflict): PRE when the row has been open RAS cycles, then as a miss.
-    * Atomicity (stall): a command that reads a beat written by the column command of the
-      previous cycle waits one cycle (a write lands 2 cycles after its column command; the
+    * Atomicity (stall): a command that reads a beat written by a column command of the last
+      ``WRITE_DELAY - 1`` = 4 cycles waits (a write lands ``nmc.config.WRITE_DELAY`` = 5 cycles
+      after its column command: the read, its output register, the ALU's three stages; the
       storage's read port is transparent to its write port).  A later command to the same
-      address sits in the same bank group, so CCDWL ≥ CCD_L already spaces it further.
+      address sits in the same bank group: after an op-and-store CCDWL (8) spaces it enough;
+      after a ``STORE``, CCD_L (4) does not, and a command to the same beat 4 cycles later
+      waits one cycle (a ``READ`` waits WTR_L = 8 anyway).
     * The response FIFO holds ``resp_depth`` responses; a column command waits while that many
       are outstanding.
 
@@ -117,8 +121,10 @@ class NMCUnit(wiring.Component):
         wtr_s = timer("wtr_s", t.WTR_S)
         for sig in timers:
             m.d.sync += sig.eq(Mux(sig == 0, 0, sig - 1))
-        prev_write = Signal()
-        prev_beat = Signal(cap_bits)
+        # the beats written by the column commands of the last WRITE_DELAY - 1 cycles, whose
+        # writes have not landed yet (a write lands WRITE_DELAY cycles after its column command)
+        recent_write = [Signal(name=f"recent_write{k}") for k in range(WRITE_DELAY - 1)]
+        recent_beat = [Signal(cap_bits, name=f"recent_beat{k}") for k in range(WRITE_DELAY - 1)]
         head_conflict = Signal()
         head_miss = Signal()
         outstanding = Signal(range(n.resp_depth + 1))
@@ -147,7 +153,8 @@ class NMCUnit(wiring.Component):
                 m.d.comb += do_col.eq(
                     (col_ok[k] == 0) & (bg_free[group] == 0) & (any_free == 0) &
                     (~reading | ((wtr_l[group] == 0) & (wtr_s == 0))) &
-                    ~(prev_write & (prev_beat == beat)) & room)
+                    ~Cat(*(w & (b == beat) for w, b in zip(recent_write, recent_beat))).any() &
+                    room)
             with m.Elif(is_open[k]):
                 m.d.comb += do_pre.eq(ras_ok[k] == 0)
             with m.Else():
@@ -166,25 +173,37 @@ class NMCUnit(wiring.Component):
                          any_free.eq(load(t.CCD_S)), head_conflict.eq(0), head_miss.eq(0)]
             with m.If(writing):
                 m.d.sync += [wtr_l[group].eq(load(t.WTR_L)), wtr_s.eq(load(t.WTR_S))]
-        m.d.sync += [prev_write.eq(do_col & writing), prev_beat.eq(beat)]
+        m.d.sync += [recent_write[0].eq(do_col & writing), recent_beat[0].eq(beat)]
+        for k in range(1, WRITE_DELAY - 1):
+            m.d.sync += [recent_write[k].eq(recent_write[k - 1]),
+                         recent_beat[k].eq(recent_beat[k - 1])]
 
-        # --- pipeline: read (t), add (t+1), write and queue the response (t+2) --------------------
+        # --- pipeline: read (t), the read data registered (t+1), the ALU (t+2 ..
+        # t+ALU_LATENCY+1), write and queue the response (t+WRITE_DELAY) ------------------------
+        # (the block RAM's output takes most of a cycle on an FPGA: nothing else follows it)
         m.d.comb += [rd.addr.eq(beat), rd.en.eq(1)]
+        s0 = Signal(mem_request_layout(p))
+        s0_valid, s0_err = Signal(), Signal()
+        m.d.sync += [s0_valid.eq(issue), s0_err.eq(do_err), s0.eq(c)]
         s1 = Signal(mem_request_layout(p))
         s1_valid, s1_err = Signal(), Signal()
-        m.d.sync += [s1_valid.eq(issue), s1_err.eq(do_err), s1.eq(c)]
+        old = Signal(p.beat_bits)
+        m.d.sync += [s1_valid.eq(s0_valid), s1_err.eq(s0_err), s1.eq(s0), old.eq(rd.data)]
         m.d.comb += [
             alu.i.valid.eq(s1_valid),
-            alu.i.payload.old.eq(rd.data),
+            alu.i.payload.old.eq(old),
             alu.i.payload.data.eq(s1.data),
             alu.i.payload.mask.eq(s1.mask),
             alu.i.payload.op.eq(Mux(s1_err, Op.READ, s1.op)),
             alu.i.payload.etype.eq(s1.etype),
             alu.o.ready.eq(1),
         ]
-        s2 = Signal(mem_request_layout(p))
-        s2_err = Signal()
-        m.d.sync += [s2.eq(s1), s2_err.eq(s1_err)]
+        s2, s2_err = s1, s1_err      # the command whose result leaves the ALU now
+        for k in range(ALU_LATENCY):
+            later = Signal(mem_request_layout(p), name=f"s{k + 2}")
+            later_err = Signal(name=f"s{k + 2}_err")
+            m.d.sync += [later.eq(s2), later_err.eq(s2_err)]
+            s2, s2_err = later, later_err
         s2_write = alu.o.valid & ~s2_err & ((s2.op == Op.STORE) | (s2.op == Op.UPDATE))
         m.d.comb += [wr.addr.eq(s2.addr[p.beat_offset_bits:]), wr.data.eq(alu.o.payload.result),
                      wr.en.eq(s2_write)]
@@ -195,10 +214,10 @@ class NMCUnit(wiring.Component):
             entry.error.eq(s2_err | alu.o.payload.error),
             rfifo.w_en.eq(alu.o.valid), rfifo.w_data.eq(entry),
         ]
-        # A response enters the FIFO 2 cycles after its column command and may leave CL
-        # cycles after it: a shift register carries each write for CL - 2 cycles, and
+        # A response enters the FIFO WRITE_DELAY cycles after its column command and may
+        # leave CL cycles after it: a shift register carries each write for the difference, and
         # ``matured`` counts the entries (the oldest ones: all wait alike) that may leave.
-        delay = max(t.CL - 2, 0)
+        delay = max(t.CL - WRITE_DELAY, 0)
         matured = Signal(range(n.resp_depth + 1))
         maturing = Signal()
         if delay:

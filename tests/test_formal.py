@@ -125,7 +125,7 @@ class AXILiteSpec(Elaboratable):
 # --- NMC: responses in order, one per command --------------------------------------------------
 
 NMC_SMALL = NMCParams(bank_groups=2, banks=1, columns=2, rows=2, resp_depth=4,
-                      timing=HBMTiming(CL=4, RCD=2, RP=2, RAS=3, CCD_S=1, CCD_L=2, WTR_S=1,
+                      timing=HBMTiming(CL=6, RCD=2, RP=2, RAS=3, CCD_S=1, CCD_L=2, WTR_S=1,
                                        WTR_L=2, CCDWL=2), formats=("fp32",))
 
 
@@ -287,8 +287,9 @@ class TrackerSpec(Elaboratable):
         out = dut.o.payload
         out_mine = dut.o.valid & dut.o.ready & (out.wg_id == wg) & (out.wf_id == wf)
         m.d.sync += owed.eq(owed + fires - out_mine)
-        # at most two owed: one in the output register, one held behind it in stage 1
-        m.d.comb += [Assert(~out_mine | (owed != 0)), Assert(owed <= 2)]
+        # at most four owed: one in the output register, one in each of the pipeline's three
+        # stages behind it (a threshold of one fires on every access)
+        m.d.comb += [Assert(~out_mine | (owed != 0)), Assert(owed <= 4)]
         with m.If(out_mine):
             m.d.comb += Assert(out.region == 0)
         return m
@@ -302,10 +303,10 @@ class TrackerSpec(Elaboratable):
 PROOFS = {
     "link": (LinkSpec, "bmc", 8, 10),
     "axil": (AXILiteSpec, "bmc", 7, 8),
-    "nmc": (NMCSpec, "bmc", 7, 8),
+    "nmc": (NMCSpec, "bmc", 9, 11),
     "dma_send": (DMASendSpec, "bmc", 9, 12),
     "dma_receive": (DMAReceiveSpec, "bmc", 6, 7),
-    "tracker": (TrackerSpec, "bmc", 7, 8),
+    "tracker": (TrackerSpec, "bmc", 8, 10),
 }
 
 

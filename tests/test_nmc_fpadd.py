@@ -13,18 +13,41 @@ from nmc.fpadd import FPAdd
 from sim.blocks.nmc.operands import FORMATS, is_nan, operand_pairs, reference_sum
 
 
-def check_fpadd(fmt, a, b, want=None):
+def check_fpadd(fmt, a, b, want=None, latency=0, hold=0.0, seed=0):
+    """``a + b`` through ``FPAdd(fmt, latency)``: one pair a cycle, ``en`` low with probability
+    ``hold`` (the pipeline must then keep its contents), each sum read on ``s`` once
+    ``latency`` enabled edges have taken it through the pipeline."""
     want = reference_sum(fmt, a, b) if want is None else want
-    dut = FPAdd(fmt)
+    dut = FPAdd(fmt, latency)
     got = np.zeros_like(want)
+    rng = np.random.default_rng(seed)
 
-    async def bench(ctx):
+    async def comb_bench(ctx):
         for i in range(len(a)):
             ctx.set(dut.a.as_value(), int(a[i]))
             ctx.set(dut.b.as_value(), int(b[i]))
             got[i] = ctx.get(dut.s.as_value())
 
-    run_testbench(dut, bench, clock=None)
+    async def clocked_bench(ctx):
+        captured, i = [], 0
+        while len(captured) < len(a) + latency:
+            en = not (hold and rng.random() < hold)
+            if i < len(a):
+                ctx.set(dut.a.as_value(), int(a[i]))
+                ctx.set(dut.b.as_value(), int(b[i]))
+            ctx.set(dut.en, en)
+            await ctx.tick()
+            if en:
+                captured.append(i)
+                i += 1
+                # the last stage's register took the pair of latency enabled edges ago
+                if len(captured) >= latency and captured[-latency] < len(a):
+                    got[captured[-latency]] = ctx.get(dut.s.as_value())
+
+    if latency:
+        run_testbench(dut, clocked_bench)
+    else:
+        run_testbench(dut, comb_bench, clock=None)
     want_nan = is_nan(fmt, want)
     assert np.array_equal(is_nan(fmt, got), want_nan), "NaN where numpy has none, or missed"
     wrong = np.flatnonzero(~want_nan & (got != want))
@@ -53,6 +76,21 @@ def test_edge_values(name):
     b = np.array([y for _ in values for y in values], dtype=np.uint64)
     dtype = np.uint16 if fmt.width == 16 else np.uint32
     check_fpadd(fmt, a.astype(dtype), b.astype(dtype))
+    check_fpadd(fmt, a.astype(dtype), b.astype(dtype), latency=2, hold=0.2)
+
+
+@pytest.mark.parametrize("latency", [1, 2])
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_pipelined_adder_one_sum_a_cycle(name, latency, t3_options):
+    # the NMC's ALU uses latency 2; the pipeline holds whatever it has while ``en`` is low
+    fmt = FORMATS[name]
+    a, b = operand_pairs(fmt, 20_000 if t3_options.soak else 2_000, seed=t3_options.seed + 1)
+    check_fpadd(fmt, a, b, latency=latency, hold=0.3, seed=latency)
+
+
+def test_pipelined_adder_latency_is_checked():
+    with pytest.raises(ValueError, match=r"^latency must be one of \(0, 1, 2\), not 3$"):
+        FPAdd(FORMATS["fp16"], 3)
 
 
 def test_the_check_can_fail():

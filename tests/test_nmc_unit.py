@@ -145,6 +145,36 @@ def test_back_to_back_updates_to_one_address_give_the_sum():
     assert (lanes == values.sum()).all()
 
 
+def test_the_atomicity_stall_waits_out_the_alu_pipeline():
+    # With bank timing shorter than the ALU's pipeline (CCD 1), a command that reads a beat
+    # still being written must wait until the write lands: WRITE_DELAY cycles after the
+    # column command that writes it.  Without the stall each update would read a stale beat.
+    from nmc.config import WRITE_DELAY
+    fast = NMCParams(rows=4, timing=HBMTiming(CCD_S=1, CCD_L=1, CCDWL=1, WTR_S=1, WTR_L=1))
+    values = np.arange(1, 21, dtype=np.float32)
+    beat = beat_of(2, 0, 1, 3)
+    other = beat_of(1, 0, 1, 3)         # another bank group: not held by the stall
+    commands = [command(beat, Op.READ), command(other, Op.READ)]     # open both rows first
+    for v in values:
+        commands.append(command(beat, Op.UPDATE, int.from_bytes(np.full(8, v).tobytes(),
+                                                                 "little")))
+        commands.append(command(other, Op.READ))
+    commands.append(command(beat, Op.READ))
+    run = simulate_nmc(PARAMS, fast, commands)
+    model = NMCModel(PARAMS, fast)
+    for head in run.heads:
+        model.step(commands[head] if head is not None else None)
+    assert [c for c, _ in run.responses] == [c for c, _ in model.responses]
+    lanes = np.frombuffer(run.responses[-1][1]["data"].to_bytes(32, "little"), np.float32)
+    assert (lanes == values.sum()).all()
+    # responses come CL after their column commands: the updates are WRITE_DELAY apart, and
+    # the read of the other bank group fills one of the cycles between them
+    updates = [run.responses[k][0] for k in range(2, 2 * len(values) + 2, 2)]
+    assert set(np.diff(updates)) == {WRITE_DELAY}
+    reads = [run.responses[k][0] for k in range(3, 2 * len(values) + 2, 2)]
+    assert all(u < r < u + WRITE_DELAY for u, r in zip(updates, reads))
+
+
 def test_bad_addresses_are_refused_and_touch_nothing():
     beat = beat_of(0, 0, 0)
     commands = [command(beat, Op.STORE, 0x1234),
@@ -161,7 +191,7 @@ def test_bad_addresses_are_refused_and_touch_nothing():
     (dict(CCDWL=3), r"^CCDWL 3 is less than CCD_L 4: an op-and-store cannot free its bank "
                     r"group sooner than a column command$"),
     (dict(CCD_L=1), r"^CCDWL 8 is|^CCD_L 1 is less than CCD_S 2$"),
-    (dict(CL=2), r"^CL 2 is shorter than the 3-cycle read-add-write pipeline$"),
+    (dict(CL=5), r"^CL 5 is shorter than the 6-cycle read-add-write pipeline$"),
     (dict(RP=0), r"^RP must be an integer from 1 to 255 cycles, not 0$"),
 ])
 def test_impossible_timing_refused(kwargs, message):
