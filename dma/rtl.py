@@ -131,8 +131,10 @@ class DMAEngine(wiring.Component):
             "rx_framing", "rx_wrong_gpu", "rx_check", "cmd_busy")}
         rx_open = Signal()
         regs.status(m, "status", **ev, rx_open=rx_open)
+        # errors count in the cycle after their events, like the status bits latch: the events
+        # come late in the cycle, and a sum of them into a 32-bit adder does not fit after
         n_errors = Signal(range(len(ev) + 1))
-        m.d.comb += n_errors.eq(sum(v for v in ev.values()))
+        m.d.sync += n_errors.eq(sum(v for v in ev.values()))
         inc = {k: Signal(name=f"inc_{k}") for k in (
             "triggers", "blocks", "tiles_sent", "remote_packets", "packets_received")}
         for k, event in inc.items():
@@ -369,12 +371,14 @@ class DMAEngine(wiring.Component):
         rem = self.remote.payload
         r_base, r_size = regs.rw("remote_base"), regs.rw("remote_size")
         m.d.comb += [self.window.base.eq(r_base), self.window.size.eq(r_size)]
-        r_off = Signal(A + 1)
-        m.d.comb += r_off.eq(rem.addr - r_base)
+        # The window check and the run check compare in the CUs' address space, in parallel:
+        # the destination address (an offset, then a sum) feeds only the run's header register.
+        r_end = Signal(A + 1)
+        m.d.comb += r_end.eq(r_base + r_size)
         rem_ok = Signal()
-        m.d.comb += rem_ok.eq(~r_off[A] & (r_off < r_size) & (rem.op != Op.READ))
+        m.d.comb += rem_ok.eq((rem.addr >= r_base) & (rem.addr < r_end) & (rem.op != Op.READ))
         dst_addr = Signal(A)
-        m.d.comb += dst_addr.eq(regs.rw("remote_dst_base") + r_off[:A])
+        m.d.comb += dst_addr.eq(regs.rw("remote_dst_base") + (rem.addr - r_base)[:A])
         RB = dp.remote_burst
         m.submodules.rem_q = rem_q = SyncFIFOBuffered(width=p.beat_bits + beat,
                                                       depth=max(2, 2 * RB))
@@ -382,9 +386,9 @@ class DMAEngine(wiring.Component):
                                                       depth=4)
         run = Signal(self.hdr_layout)
         run_open = Signal()
-        run_next = Signal(A)
+        run_next = Signal(A)         # the CU address that continues the run
         idle = Signal(range(dp.remote_flush + 1))
-        continues = run_open & (dst_addr == run_next) & (rem.op == run.op) & \
+        continues = run_open & (rem.addr == run_next) & (rem.op == run.op) & \
             (rem.etype == run.etype) & (rem.tracked == run.tracked) & \
             (rem.wg_id == run.wg_id) & (rem.wf_id == run.wf_id) & (run.beats < RB)
         fresh = Signal(self.hdr_layout)
@@ -407,7 +411,7 @@ class DMAEngine(wiring.Component):
             run_q.w_data.eq(run),
         ]
         with m.If(take):
-            m.d.sync += [idle.eq(0), run_next.eq(dst_addr + beat)]
+            m.d.sync += [idle.eq(0), run_next.eq(rem.addr + beat)]
             with m.If(continues):
                 m.d.sync += [run.beats.eq(run.beats + 1), run.seg_beats.eq(run.beats + 1)]
             with m.Else():
