@@ -12,7 +12,8 @@
 ``t3 bench BLOCK``               the block's figures, one ``name: value unit`` line each
 
 Blocks: ``tracker``, ``mc_arbiter``, ``nmc``, ``dma``, ``node``, ``ring``; ``t3 bench
-system`` runs the system's benchmark.
+system`` runs the system's benchmark, ``t3 bench fpga`` places and routes the blocks (Fmax
+against the 75 MHz floor).
 """
 
 import argparse
@@ -518,9 +519,25 @@ def cmd_docs(args):
     return 1 if args.check and stale else 0
 
 
+def _blocks_arg(text):
+    from benchmarks.fpga import DEFAULT_BLOCKS
+    known = DEFAULT_BLOCKS + ("node",)
+    names = text.split(",")
+    for name in names:
+        if name not in known:
+            raise argparse.ArgumentTypeError(f"blocks: {name!r} is not one of "
+                                             f"{', '.join(known)}")
+    return text
+
+
 def cmd_bench(args):
     import importlib
     bench = importlib.import_module(f"benchmarks.{args.block}")
+    if args.block == "fpga":
+        return bench.main(blocks=args.blocks.split(",") if args.blocks else bench.DEFAULT_BLOCKS)
+    if args.blocks:
+        print("t3 bench: --blocks is for 'fpga' only", file=sys.stderr)
+        return 2
     return bench.main(sims=args.sims.split(",") if args.sims else None, synth=not args.no_synth)
 
 
@@ -646,7 +663,10 @@ def main(argv=None):
 
     bench = sub.add_parser("bench", help="print a block's figures")
     bench.add_argument("block", choices=sorted(set(BLOCKS) - {"node", "gpu", "ring"} |
-                                               {"system"}))
+                                               {"system", "fpga"}))
+    bench.add_argument("--blocks", type=_blocks_arg,
+                       help="fpga: comma-separated blocks to place and route (default "
+                            "tracker,mc_arbiter,dma,nmc; node takes tens of minutes)")
     bench.add_argument("--sims", help="comma-separated simulators (default: all of the block's)")
     bench.add_argument("--no-synth", action="store_true",
                        help="skip the FPGA resource figures (Yosys synthesis, ~1 minute)")
