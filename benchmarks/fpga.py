@@ -1,4 +1,5 @@
-"""FPGA figures of the blocks, placed and routed (``t3 bench fpga`` or ``python -m benchmarks.fpga``).
+"""FPGA figures of the blocks, placed and routed (``t3 bench fpga``, or
+``python -m benchmarks.fpga [BLOCK ...]``).
 
 Each block, in its default configuration, goes through Yosys ``synth_ecp5`` and nextpnr-ecp5
 out of context on an LFE5U-85F, speed grade 6, asking 100 MHz (:func:`hw.pnr.place_and_route`):
@@ -24,34 +25,21 @@ DEFAULT_BLOCKS = ("tracker", "mc_arbiter", "dma", "nmc")
 
 
 def build(name):
-    """The block ``name`` in its default configuration, and its top module's name."""
-    from hw.params import T3Params
-    params = T3Params()
-    if name == "tracker":
-        from tracker.config import TrackerParams
-        from tracker.rtl import Tracker
-        return Tracker(params, TrackerParams()), "t3_tracker"
-    if name == "mc_arbiter":
-        from mc_arbiter.config import ArbiterParams
-        from mc_arbiter.rtl import MCArbiter
-        return MCArbiter(params, ArbiterParams()), "t3_mc_arbiter"
-    if name == "dma":
-        from dma.config import DMAParams
-        from dma.rtl import DMAEngine
-        return DMAEngine(params, DMAParams()), "t3_dma"
-    if name == "nmc":
-        from nmc.config import NMCParams
-        from nmc.rtl import NMCUnit
-        return NMCUnit(params, NMCParams()), "t3_nmc"
-    if name == "node":
-        from sim.system.run import MEMORY_ROWS, node_params
-        from system.node import GPUNode
-        return GPUNode(params, node_params(MEMORY_ROWS)), "t3_node"
-    raise ValueError(f"block must be one of {', '.join(DEFAULT_BLOCKS + ('node',))}, "
-                     f"not {name!r}")
+    """The block ``name`` as ``t3 synth ecp5 NAME`` builds it with no options (the same
+    builders, so the figures here and ``t3 synth``'s agree), and its top module's name."""
+    import argparse
+    from t3.cli import BLOCKS, _system_args
+    known = DEFAULT_BLOCKS + ("node",)
+    if name not in known:
+        raise ValueError(f"block must be one of {', '.join(known)}, not {name!r}")
+    top, add_args, make = BLOCKS[name]
+    parser = argparse.ArgumentParser()
+    _system_args(parser)
+    add_args(parser)
+    return make(parser.parse_args([])), top
 
 
-def main(sims=None, synth=True, blocks=DEFAULT_BLOCKS, seed=1):
+def main(blocks=DEFAULT_BLOCKS, seed=1):
     from hw.pnr import place_and_route
     for name in blocks:                 # refuse a bad name before minutes of work
         build(name)

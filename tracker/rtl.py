@@ -5,6 +5,9 @@ output tile, the local, remote and DMA element updates, and emits a trigger when
 ``tile_elems * updates_per_element`` of them.
 """
 
+import operator
+from functools import reduce
+
 from amaranth import Module, Signal, Cat, Mux, C, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
@@ -75,11 +78,11 @@ class Tracker(wiring.Component):
     The access in stage 3 is held, and ``i.ready`` drops, when it fires but ``o`` still holds an
     unaccepted trigger (counted in ``stall_out``), or when it opens a new tile in a set with no
     free way (``stall_full``; ``status.set_full`` latches); the accesses behind it wait in
-    stages 1 and 2.  A held access is neither dropped nor counted twice.  Since ways free only when a
-    tile completes, and the accesses that complete tiles queue behind the held one, a full set
-    deadlocks the input: :func:`tracker.config.check_schedule` refuses every schedule that can
-    fill a set, so a configuration accepted by the driver never meets it, and one that does
-    is visible in ``status`` rather than silently miscounted.
+    stages 1 and 2. A held access is neither dropped nor counted twice. Since ways free only
+    when a tile completes, and the accesses that complete tiles queue behind the held one, a
+    full set deadlocks the input: :func:`tracker.config.check_schedule` refuses every schedule
+    that can fill a set, so a configuration accepted by the driver never meets it, and one that
+    does is visible in ``status`` rather than silently miscounted.
 
     Errors (access not counted, sticky ``status`` bit, ``errors`` +1, no trigger): the update
     would take the tile past its threshold (``over_threshold``) or its counter past
@@ -343,14 +346,8 @@ class Tracker(wiring.Component):
         first_free = Signal(ways)   # the lowest free way, as the model picks it
         m.d.comb += first_free.eq(free & -free)
 
-        def one_hot_or(values):
-            out = values[0]
-            for v in values[1:]:
-                out = out | v
-            return out
-
-        hit_count = one_hot_or([Mux(match[w], w_count[w], 0) for w in range(ways)])
-        hit_start = one_hot_or([Mux(match[w], row[w].start, 0) for w in range(ways)])
+        hit_count = reduce(operator.or_, [Mux(match[w], w_count[w], 0) for w in range(ways)])
+        hit_start = reduce(operator.or_, [Mux(match[w], row[w].start, 0) for w in range(ways)])
         start = Mux((match & earlier).any(), hit_start, s2_addr)
         # (names of their own: ``fire``, ``over``... are stage 3's)
         to_mismatch = s2_count & (match & w_mismatch).any()
