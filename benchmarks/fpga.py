@@ -25,18 +25,32 @@ DEFAULT_BLOCKS = ("tracker", "mc_arbiter", "dma", "nmc")
 
 
 def build(name):
-    """The block ``name`` as ``t3 synth ecp5 NAME`` builds it with no options (the same
-    builders, so the figures here and ``t3 synth``'s agree), and its top module's name."""
-    import argparse
-    from t3.cli import BLOCKS, _system_args
-    known = DEFAULT_BLOCKS + ("node",)
-    if name not in known:
-        raise ValueError(f"block must be one of {', '.join(known)}, not {name!r}")
-    top, add_args, make = BLOCKS[name]
-    parser = argparse.ArgumentParser()
-    _system_args(parser)
-    add_args(parser)
-    return make(parser.parse_args([])), top
+    """The block ``name`` in its default configuration and its top module's name: what
+    ``t3 synth ecp5 NAME`` builds with no options (its options default to these dataclasses'
+    fields; ``tests/test_pnr.py`` checks the two agree)."""
+    from hw.params import T3Params
+    from sim.system.run import MEMORY_ROWS, node_params
+    if name == "tracker":
+        from tracker.config import TrackerParams
+        from tracker.rtl import Tracker
+        return Tracker(T3Params(), TrackerParams()), "t3_tracker"
+    if name == "mc_arbiter":
+        from mc_arbiter.config import ArbiterParams
+        from mc_arbiter.rtl import MCArbiter
+        return MCArbiter(T3Params(), ArbiterParams()), "t3_mc_arbiter"
+    if name == "dma":
+        from dma.config import DMAParams
+        from dma.rtl import DMAEngine
+        return DMAEngine(T3Params(), DMAParams()), "t3_dma"
+    if name == "nmc":
+        from nmc.config import NMCParams
+        from nmc.rtl import NMCUnit
+        return NMCUnit(T3Params(), NMCParams()), "t3_nmc"
+    if name == "node":
+        from system.node import GPUNode
+        return GPUNode(T3Params(), node_params(MEMORY_ROWS)), "t3_node"
+    raise ValueError(f"block must be one of {', '.join(DEFAULT_BLOCKS + ('node',))}, "
+                     f"not {name!r}")
 
 
 def main(blocks=DEFAULT_BLOCKS, seed=1):

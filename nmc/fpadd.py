@@ -101,7 +101,6 @@ class FPAdd(Elaboratable):
 
     def __init__(self, fmt: FloatFormat, latency: int = 0):
         if latency not in self.LATENCIES:
-            self._MustUse__silence = True      # refused: not an unused design
             raise ValueError(f"latency must be one of {self.LATENCIES}, not {latency!r}")
         self.fmt = fmt
         self.latency = latency

@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The near-bank ALU's IEEE-754 adder, bit for bit against numpy (ml_dtypes for bf16).
 
 Groundwork of the nmc/ issue: one lane of each format under Amaranth's simulator, operands drawn

@@ -54,3 +54,31 @@ def test_block_fmax_stays_above_its_floor(block, t3_options):
     assert achieved >= FLOORS[block], (
         f"{block}: {achieved:.1f} MHz < floor {FLOORS[block]} MHz; critical path "
         f"{result.path_from} -> {result.path_to}, {result.path_ns:.2f} ns")
+
+
+@pytest.mark.parametrize("block", sorted(FLOORS) + ["node"])
+def test_the_benchmark_places_what_t3_synth_builds(block):
+    """``t3 bench fpga`` builds each block from its dataclasses' defaults (the benchmarks stand
+    below ``t3``); ``t3 synth ecp5 BLOCK`` with no options must build the same design."""
+    import argparse
+    import dataclasses
+    from benchmarks.fpga import build
+    from t3.cli import BLOCKS, _system_args
+    cli_top, add_args, make = BLOCKS[block]
+    parser = argparse.ArgumentParser()
+    _system_args(parser)
+    add_args(parser)
+    ours, top = build(block)
+    theirs = make(parser.parse_args([]))
+
+    def params(component):
+        return {k: v for k, v in vars(component).items() if dataclasses.is_dataclass(v)}
+    assert top == cli_top and type(ours) is type(theirs)
+    assert len(params(ours)) == 2 and params(ours) == params(theirs)
+
+
+def test_the_benchmark_refuses_an_unknown_block():
+    from benchmarks.fpga import build
+    with pytest.raises(ValueError, match="block must be one of tracker, mc_arbiter, dma, nmc, "
+                                         "node, not 'ring'"):
+        build("ring")
