@@ -520,8 +520,7 @@ def cmd_docs(args):
 
 
 def _blocks_arg(text):
-    from benchmarks.fpga import DEFAULT_BLOCKS
-    known = DEFAULT_BLOCKS + ("node",)
+    from benchmarks.fpga import KNOWN as known
     names = text.split(",")
     for name in names:
         if name not in known:

@@ -109,6 +109,8 @@ def test_run_refuses_bad_workloads(args, message, capsys):
     (["demo", "--wgs", "0"], "argument --wgs: must be a positive integer, not 0"),
     (["demo", "--tile-elems", "24"], "argument --tile-elems: must be a multiple of 16, not 24"),
     (["demo", "--sim", "icarus", "--wave", "{tmp}/w.vcd"], "icarus writes FST"),
+    (["bench", "fpga", "--blocks", "tracker,ring"],
+     "argument --blocks: blocks: 'ring' is not one of tracker, mc_arbiter, dma, nmc, node"),
 ])
 def test_cli_refuses_bad_arguments_before_any_build(argv, message, tmp_path, capsys,
                                                     monkeypatch):
