@@ -14,7 +14,7 @@ __all__ = ["WRITE_DELAY", "HBMTiming", "NMCParams", "decode", "nmc_registers", "
 
 
 #: Cycles from a column command to its write landing in the storage (and its response entering
-#: the response FIFO): the read, the read data's register, the ALU's three stages
+#: the response FIFO): the read, the read data's register, the ALU's five stages
 #: (``nmc.alu.LATENCY``).  A command reading that beat earlier waits (the atomicity stall).
 WRITE_DELAY = _ALU_LATENCY + 2
 
@@ -26,7 +26,7 @@ class HBMTiming:
     ``CCDWL`` is the column-to-column delay in one bank group after an op-and-store: the paper's
     Table 1 has CCDWL = 4 with CCDL = 2; the ratio is kept (8 with CCD_L 4).  ``CL`` is also the
     delay from a column command to its response, for every command; it must cover the unit's
-    read-add-write pipeline (6 cycles: read, the read data registered, the ALU's three stages,
+    read-add-write pipeline (8 cycles: read, the read data registered, the ALU's five stages,
     write and queue the response).
     """
     CL: int = 14

@@ -3,8 +3,9 @@
 :func:`float_layout` describes a format as a ``data.StructLayout`` in the style of Amaranth's own
 IEEE-754 example (``fraction``, ``exponent``, ``sign``, least significant first).
 :class:`FPAdd` adds two values of one format, combinationally or in a pipeline of up to
-three stages (align; add and count leading zeros; normalise and round): subnormal inputs and outputs,
-signed zeros, infinities and NaN are handled; every result that is not a NaN is the correctly
+five stages (compare and swap; align; add and count leading zeros; normalise; round):
+subnormal inputs and outputs, signed zeros, infinities and NaN are handled; every result that
+is not a NaN is the correctly
 rounded sum (bit for bit what numpy's ``float16``/``float32`` addition and ``ml_dtypes``'
 ``bfloat16`` addition give), and a NaN input or ``inf - inf`` gives the quiet NaN
 ``0 11..1 10..0``.
@@ -86,7 +87,9 @@ class FPAdd(Elaboratable):
     fmt : FloatFormat
     latency : int
         Pipeline registers inside the adder: 0 (combinational), 1 (after the magnitude
-        add and the leading-zero count) or 2 (also after the alignment shift).  ``s`` is the sum
+        add and the leading-zero count), 2 (also after the alignment shift), 3 (also after
+        the normalising shift, before the rounding) or 4 (also after the magnitude compare
+        and swap, before the alignment shift).  ``s`` is the sum
         of the ``a`` and ``b`` presented ``latency`` cycles (of ``en`` high) earlier.
 
     Attributes
@@ -97,7 +100,7 @@ class FPAdd(Elaboratable):
     s : Signal(float_layout(fmt)), out
     """
 
-    LATENCIES = (0, 1, 2)
+    LATENCIES = (0, 1, 2, 3, 4)
 
     def __init__(self, fmt: FloatFormat, latency: int = 0):
         if latency not in self.LATENCIES:
@@ -119,7 +122,7 @@ class FPAdd(Elaboratable):
 
         def cut(after, **values):
             """The values, through a pipeline register if the adder has one ``after`` here."""
-            if (after == "align" and self.latency < 2) or (after == "add" and self.latency < 1):
+            if self.latency < {"add": 1, "align": 2, "normalise": 3, "swap": 4}[after]:
                 return values.values()
             out = []
             for name, value in values.items():
@@ -167,12 +170,23 @@ class FPAdd(Elaboratable):
 
         x_exp = Signal(E)
         x_mant = Signal(F + 1)
-        y_exp, y_mant = unpack(y)
-        m.d.comb += Cat(x_exp, x_mant).eq(Cat(*unpack(x)))
+        y_mant = Signal(F + 1)
+        m.d.comb += [Cat(x_exp, x_mant).eq(Cat(*unpack(x))), y_mant.eq(unpack(y)[1])]
+        # the exponent difference, both ways at once, chosen by the magnitude compare (not a
+        # subtraction after the swap)
+        a_exp, _ = unpack(a)
+        b_exp, _ = unpack(b)
+        shift = Signal(E)
+        m.d.comb += shift.eq(Mux(swap, b_exp - a_exp, a_exp - b_exp))
+        subtract = Signal()
+        x_sign = Signal()
+        m.d.comb += [subtract.eq(x.sign ^ y.sign), x_sign.eq(x.sign)]
+
+        (x_mant, y_mant, x_exp, shift, subtract, x_sign, nan, inf, inf_sign, zero_sign) = cut(
+            "swap", x_mant=x_mant, y_mant=y_mant, x_exp=x_exp, shift=shift, subtract=subtract,
+            x_sign=x_sign, nan=nan, inf=inf, inf_sign=inf_sign, zero_sign=zero_sign)
 
         # --- align y to x (guard, round, sticky) ----------------------------------------------
-        shift = Signal(E)
-        m.d.comb += shift.eq(x_exp - y_exp)
         y_ext = Signal(W + W)                     # y mantissa, 3 GRS bits, room to shift into
         m.d.comb += y_ext.eq(Cat(Const(0, W), Const(0, 3), y_mant) >> shift)
         y_aligned = Signal(W)
@@ -182,9 +196,6 @@ class FPAdd(Elaboratable):
         m.d.comb += y_al.eq(Mux(far, y_mant != 0, y_aligned))
         x_al = Signal(W)
         m.d.comb += x_al.eq(Cat(Const(0, 3), x_mant))
-        subtract = Signal()
-        x_sign = Signal()
-        m.d.comb += [subtract.eq(x.sign ^ y.sign), x_sign.eq(x.sign)]
 
         (x_al, y_al, subtract, x_sign, x_exp, nan, inf, inf_sign, zero_sign) = cut(
             "align", x_al=x_al, y_al=y_al, subtract=subtract, x_sign=x_sign, x_exp=x_exp,
@@ -213,6 +224,10 @@ class FPAdd(Elaboratable):
                          norm_exp.eq(x_exp + 1)]
         with m.Else():
             m.d.comb += [norm.eq(total[:W] << left), norm_exp.eq(x_exp - left)]
+
+        (norm, norm_exp, x_sign, nan, inf, inf_sign, zero_sign) = cut(
+            "normalise", norm=norm, norm_exp=norm_exp, x_sign=x_sign, nan=nan, inf=inf,
+            inf_sign=inf_sign, zero_sign=zero_sign)
 
         # --- round to nearest, ties to even ---------------------------------------------------------
         guard, rnd, sticky = norm[2], norm[1], norm[0]

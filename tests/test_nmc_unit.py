@@ -191,7 +191,7 @@ def test_bad_addresses_are_refused_and_touch_nothing():
     (dict(CCDWL=3), r"^CCDWL 3 is less than CCD_L 4: an op-and-store cannot free its bank "
                     r"group sooner than a column command$"),
     (dict(CCD_L=1), r"^CCDWL 8 is|^CCD_L 1 is less than CCD_S 2$"),
-    (dict(CL=5), r"^CL 5 is shorter than the 6-cycle read-add-write pipeline$"),
+    (dict(CL=7), r"^CL 7 is shorter than the 8-cycle read-add-write pipeline$"),
     (dict(RP=0), r"^RP must be an integer from 1 to 255 cycles, not 0$"),
 ])
 def test_impossible_timing_refused(kwargs, message):
