@@ -168,6 +168,10 @@ class DMAEngine(wiring.Component):
         c_src, c_dst = Signal(A), Signal(A)
         c_cols, c_ld = Signal(dp.dim_bits), Signal(dp.dim_bits)
         c_trows, c_tcols = Signal(dp.dim_bits), Signal(dp.dim_bits)
+        # taken with the command, so that LOAD's multiplies start from registers: the tile's
+        # columns less one and the row stride in bytes (ld << eshift)
+        c_tcols_m1 = Signal(dp.dim_bits)
+        c_stride = Signal(dp.dim_bits + 2)
 
         def mode(name):
             return c_mode[name]
@@ -220,7 +224,10 @@ class DMAEngine(wiring.Component):
             with m.State("TAKE"):
                 with m.If(trig_q.r_rdy & enable & ~forget_blocks):
                     m.d.comb += trig_q.r_en.eq(1)
+                    t_mode = data.View(MODE.layout, table("mode")[head.region])
                     m.d.sync += [
+                        c_tcols_m1.eq(table("tile_cols")[head.region] - 1),
+                        c_stride.eq(table("ld")[head.region] << (1 + t_mode.etype[1])),
                         cur.eq(head),
                         c_idx.eq(head.region),
                         c_exists.eq(head.region < n),
@@ -235,10 +242,10 @@ class DMAEngine(wiring.Component):
                     m.next = "LOAD"
             with m.State("LOAD"):
                 m.d.sync += [
-                    stride.eq(c_ld << eshift),
+                    stride.eq(c_stride),
                     seg_beats.eq((c_trows << eshift) >> boff),
                     tile_beats.eq(((c_trows << eshift) >> boff) * c_tcols),
-                    span.eq((c_tcols - 1) * (c_ld << eshift) + (c_trows << eshift)),
+                    span.eq(c_tcols_m1 * c_stride + (c_trows << eshift)),
                     size.eq((c_ld * c_cols) << eshift),
                     offset.eq(cur.addr - c_src),
                     granularity.eq(Mux(mode("granularity") == 0, 1, mode("granularity"))),
