@@ -63,5 +63,11 @@ def test_nmc_alu_cocotb(sim, tmp_path, t3_options, request):
     params = T3Params()
     pairs = 10_000_000 if t3_options.soak else (200_000 if sim == "verilator" else 20_000)
     config = {"params": params.to_dict(), "pairs": pairs, "seed": t3_options.seed}
+    # A quick build unless soaking (measured: 213 s for this test in the suite, 54 s quick).
+    # Verilator's conditional-merging pass spends 107 of the 110 s it takes to convert the 40
+    # pipelined adders (--stats: 111_merge_cond), and their C++ takes minutes at -O3; this
+    # run's 200,000 pairs take 16 s at -O0 against 13 s.
+    quick = not t3_options.soak
     run_cocotb(NearBankALU(params), "t3_nmc_alu", request.module, tmp_path, config=config,
-               sim=sim, waves=t3_options.waves)
+               sim=sim, waves=t3_options.waves, cxx_opt="-O0" if quick else None,
+               verilator_args=("-fno-merge-cond",) if quick else ())

@@ -33,5 +33,8 @@ def test_nmc_cocotb(sim, tmp_path, t3_options, request):
     params, nparams = T3Params(), NMCParams(rows=4)
     config = {"params": params.to_dict(), "nparams": nparams.to_dict(),
               "n": 20_000 if t3_options.soak else 1_500, "seed": t3_options.seed}
+    # a quick Verilator build unless soaking, as for the ALU alone (tests/test_nmc_alu_cocotb.py)
+    quick = not t3_options.soak
     run_cocotb(NMCUnit(params, nparams), "t3_nmc", request.module, tmp_path, config=config,
-               sim=sim, waves=t3_options.waves)
+               sim=sim, waves=t3_options.waves, cxx_opt="-O0" if quick else None,
+               verilator_args=("-fno-merge-cond",) if quick else ())

@@ -124,8 +124,8 @@ def shared_modules(source, toplevel):
     return [name for name in names if name != toplevel]
 
 
-def _build(runner, sim, source, toplevel, build_dir, waves, cxx_opt):
-    build_args = ["-Wno-fatal", "-O3"] if sim == "verilator" else ["-g2005"]
+def _build(runner, sim, source, toplevel, build_dir, waves, cxx_opt, verilator_args=()):
+    build_args = ["-Wno-fatal", "-O3", *verilator_args] if sim == "verilator" else ["-g2005"]
     if sim == "verilator":
         # The ports, not every variable of the top module: Verilator treats a public read-write
         # variable as one VPI may write at any time, like an input, and re-evaluates all logic
@@ -158,7 +158,8 @@ def _build(runner, sim, source, toplevel, build_dir, waves, cxx_opt):
 
 
 def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, testcase=None,
-               sim=None, waves=False, seed=None, timeout_s=None, cache_key=None, cxx_opt=None):
+               sim=None, waves=False, seed=None, timeout_s=None, cache_key=None, cxx_opt=None,
+               verilator_args=()):
     """Export ``component`` as ``toplevel``, build it in ``build_dir`` and run the cocotb tests of
     ``test_module`` (a module object or a dotted name importable from ``sys.path``).
 
@@ -170,8 +171,8 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
     :func:`build_cache_dir` under that key and reused by every later run with the same key (the
     export and the build of a whole ring take minutes); ``component`` may then be a function
     that returns the component, called only when the build is missing.  ``cxx_opt``: the
-    Verilator model's C++ optimisation flag (e.g. ``"-O0"``).  Returns the path of the results
-    XML.
+    Verilator model's C++ optimisation flag (e.g. ``"-O0"``); ``verilator_args``: more
+    Verilator options (e.g. ``("-fno-merge-cond",)``).  Returns the path of the results XML.
     """
     from cocotb_tools.runner import get_runner, get_results
 
@@ -187,13 +188,14 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
         if callable(component) and not hasattr(component, "elaborate"):
             component = component()
         source = write_verilog(component, toplevel, build_dir)
-        _build(runner, sim, source, toplevel, build_dir, waves, cxx_opt)
+        _build(runner, sim, source, toplevel, build_dir, waves, cxx_opt, verilator_args)
         sim_build = build_dir
     else:
         import fcntl
         import hashlib
         # the build's own settings belong to the key too
-        flags = hashlib.sha256(repr((cxx_opt, BUILD_STYLE)).encode()).hexdigest()[:6]
+        style = (cxx_opt, BUILD_STYLE) + ((tuple(verilator_args),) if verilator_args else ())
+        flags = hashlib.sha256(repr(style).encode()).hexdigest()[:6]
         sim_build = build_cache_dir() / \
             f"{toplevel}-{sim}-{cache_key}-{flags}{'-waves' if waves else ''}"
         sim_build.mkdir(parents=True, exist_ok=True)
@@ -203,7 +205,8 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
                 if callable(component) and not hasattr(component, "elaborate"):
                     component = component()
                 source = write_verilog(component, toplevel, sim_build)
-                _build(runner, sim, source, toplevel, sim_build, waves, cxx_opt)
+                _build(runner, sim, source, toplevel, sim_build, waves, cxx_opt,
+                       verilator_args)
                 (sim_build / ".built").write_text(toplevel)
 
     if not isinstance(test_module, str):
