@@ -68,10 +68,8 @@ def decode_answers(commands, answers):
         at += n
         if command[0] == READ:
             out.append((chunk[0], struct.unpack("<I", chunk[1:])[0]))
-        elif command[0] == WRITE:
+        else:                                       # a write's bresp, or NAK
             out.append((chunk[0], None))
-        else:
-            out.append((chunk[0], None))            # NAK
     if at != len(answers):
         raise ValueError(f"answers: {len(answers)} bytes, more than the commands' {at}")
     return out
