@@ -7,12 +7,12 @@ every answer byte, and the RAM's words at the end, must be the model's.
 """
 
 import logging
-import random
 
 from cocotb.triggers import ClockCycles, RisingEdge, Timer
 
 from hw.uart import bridge_status_layout
 from hw.uart_model import BridgeModel, Gap
+from sim.harness.agents import random_pauses
 from sim.harness.runner import tb_config
 
 
@@ -32,12 +32,6 @@ class RamSpace:
     def write(self, addr, data):
         self.words[addr & ~3] = data
         return 0
-
-
-def random_pauses(probability, seed):
-    rng = random.Random(seed)
-    while True:
-        yield int(rng.random() < probability)
 
 
 async def run_commands(dut, items, *, bus_stall, seed):
