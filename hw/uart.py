@@ -28,6 +28,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from .axil import SLVERR, axil_signature
+from .csr import count
 from .params import check_int
 
 
@@ -195,8 +196,7 @@ class UARTBridge(wiring.Component):
         status, bus = self.status, self.bus
 
         def bump(counter, event):
-            with m.If(event & (counter != 0xFF)):
-                m.d.sync += counter.eq(counter + 1)
+            count(m, counter, event, clear=0)        # saturating (hw.csr.count)
 
         bump(status.overruns, urx.valid & ~rxq.w_rdy)
         bump(status.framing, urx.framing)
