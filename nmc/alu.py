@@ -20,10 +20,10 @@ __all__ = ["NearBankALU", "alu_in_layout", "alu_out_layout", "LATENCY"]
 
 
 #: Pipeline registers inside each floating-point adder (:class:`nmc.fpadd.FPAdd`).
-FP_LATENCY = 4
+FP_LATENCY = 5
 
 #: Cycles from an input handshake to its result on ``o`` (with ``o.ready`` high): the adders'
-#: four stages and the output register (``nmc.fpadd.FPAdd`` at latency 4).
+#: five stages and the output register (``nmc.fpadd.FPAdd`` at latency 5).
 LATENCY = FP_LATENCY + 1
 
 
@@ -39,7 +39,7 @@ def alu_out_layout(params: T3Params):
 
 
 class NearBankALU(wiring.Component):
-    """Op-and-store on one beat per cycle, in a pipeline of ``LATENCY`` = 5 stages.
+    """Op-and-store on one beat per cycle, in a pipeline of ``LATENCY`` = 6 stages.
 
     ``etypes`` lists the element types that get adders (all four by default); an ``UPDATE`` of
     another type is refused like a split element.
@@ -56,8 +56,9 @@ class NearBankALU(wiring.Component):
     ------
     Stage 1 (the input cycle): the mask checks, the ``STORE`` merge, the int32 sums and the
     adders' magnitude compare and swap; stage 2: the adders' alignment shift; stage 3: their
-    magnitude add and leading-zero count; stage 4: their normalising shift; stage 5: the
-    rounding, the lane merge, and the output register.  A result is
+    magnitude add and leading-zero count; stage 4: their normalising shift; stage 5: their
+    rounding and choice of special results (NaN, infinity, zero); stage 6: the choice of the
+    element type's sums, the lane merge, and the output register.  A result is
     valid on ``o`` ``LATENCY`` cycles after its input handshake; one input is taken every
     cycle while ``o.ready`` is high.  The whole pipeline moves together: ``i.ready`` =
     ``~o.valid | o.ready``, and nothing moves while ``o`` holds an unaccepted result.

@@ -3,7 +3,8 @@
 :func:`float_layout` describes a format as a ``data.StructLayout`` in the style of Amaranth's own
 IEEE-754 example (``fraction``, ``exponent``, ``sign``, least significant first).
 :class:`FPAdd` adds two values of one format, combinationally or in a pipeline of up to
-five stages (compare and swap; align; add and count leading zeros; normalise; round):
+six stages (compare and swap; align; add and count leading zeros; normalise; round; the
+registered result):
 subnormal inputs and outputs, signed zeros, infinities and NaN are handled; every result that
 is not a NaN is the correctly
 rounded sum (bit for bit what numpy's ``float16``/``float32`` addition and ``ml_dtypes``'
@@ -88,8 +89,9 @@ class FPAdd(Elaboratable):
     latency : int
         Pipeline registers inside the adder: 0 (combinational), 1 (after the magnitude
         add and the leading-zero count), 2 (also after the alignment shift), 3 (also after
-        the normalising shift, before the rounding) or 4 (also after the magnitude compare
-        and swap, before the alignment shift).  ``s`` is the sum
+        the normalising shift, before the rounding), 4 (also after the magnitude compare
+        and swap, before the alignment shift) or 5 (also after the rounding and the choice
+        of special results: ``s`` comes straight from a register).  ``s`` is the sum
         of the ``a`` and ``b`` presented ``latency`` cycles (of ``en`` high) earlier.
 
     Attributes
@@ -100,7 +102,7 @@ class FPAdd(Elaboratable):
     s : Signal(float_layout(fmt)), out
     """
 
-    LATENCIES = (0, 1, 2, 3, 4)
+    LATENCIES = (0, 1, 2, 3, 4, 5)
 
     def __init__(self, fmt: FloatFormat, latency: int = 0):
         if latency not in self.LATENCIES:
@@ -122,7 +124,7 @@ class FPAdd(Elaboratable):
 
         def cut(after, **values):
             """The values, through a pipeline register if the adder has one ``after`` here."""
-            if self.latency < {"add": 1, "align": 2, "normalise": 3, "swap": 4}[after]:
+            if self.latency < {"add": 1, "align": 2, "normalise": 3, "swap": 4, "result": 5}[after]:
                 return values.values()
             out = []
             for name, value in values.items():
@@ -225,9 +227,18 @@ class FPAdd(Elaboratable):
         with m.Else():
             m.d.comb += [norm.eq(total[:W] << left), norm_exp.eq(x_exp - left)]
 
-        (norm, norm_exp, x_sign, nan, inf, inf_sign, zero_sign) = cut(
-            "normalise", norm=norm, norm_exp=norm_exp, x_sign=x_sign, nan=nan, inf=inf,
-            inf_sign=inf_sign, zero_sign=zero_sign)
+        # settled beside the shift, not after the rounding's carry chain: a zero sum (a result
+        # that is subnormal is exact, so a nonzero one keeps a nonzero mantissa through the
+        # rounding) and whether the exponent overflows, with and without the rounding's carry
+        zero = Signal()
+        ovf_carry, ovf_plain = Signal(), Signal()
+        m.d.comb += [zero.eq(norm == 0), ovf_plain.eq(norm_exp >= exp_max),
+                     ovf_carry.eq(norm_exp >= exp_max - 1)]
+
+        (norm, norm_exp, zero, ovf_carry, ovf_plain, x_sign, nan, inf, inf_sign, zero_sign) = cut(
+            "normalise", norm=norm, norm_exp=norm_exp, zero=zero, ovf_carry=ovf_carry,
+            ovf_plain=ovf_plain, x_sign=x_sign, nan=nan, inf=inf, inf_sign=inf_sign,
+            zero_sign=zero_sign)
 
         # --- round to nearest, ties to even ---------------------------------------------------------
         guard, rnd, sticky = norm[2], norm[1], norm[0]
@@ -237,18 +248,18 @@ class FPAdd(Elaboratable):
         m.d.comb += rounded.eq(mant + round_up)
         r_mant = Signal(F + 1)
         r_exp = Signal(E + 2)
-        with m.If(rounded[F + 1]):                # rounding carried out: 10.000 -> 1.000, exp+1
+        carried = rounded[F + 1]
+        with m.If(carried):                       # rounding carried out: 10.000 -> 1.000, exp+1
             m.d.comb += [r_mant.eq(rounded[1:]), r_exp.eq(norm_exp + 1)]
         with m.Else():
             m.d.comb += [r_mant.eq(rounded[:F + 1]), r_exp.eq(norm_exp)]
         # subnormal (or zero) result: no hidden bit, exponent field 0
         is_normal = r_mant[F]
         field_exp = Mux(is_normal, r_exp, 0)
-        overflow = is_normal & (r_exp >= exp_max)
-        zero = r_mant == 0
+        overflow = is_normal & Mux(carried, ovf_carry, ovf_plain)
 
         # --- result -----------------------------------------------------------------------------------
-        s = self.s
+        s = float_layout(fmt)(Signal(fmt.width, name="result"))
         with m.If(nan):
             m.d.comb += s.as_value().eq(fmt.qnan)
         with m.Elif(inf):
@@ -260,4 +271,6 @@ class FPAdd(Elaboratable):
         with m.Else():
             m.d.comb += [s.exponent.eq(field_exp), s.fraction.eq(r_mant[:F]),
                          s.sign.eq(x_sign)]
+        (s,) = cut("result", s=s.as_value())
+        m.d.comb += self.s.as_value().eq(s)
         return m

@@ -48,12 +48,12 @@ class NMCUnit(wiring.Component):
     * Row closed (miss): ACT when the bank's precharge has had RP cycles, then the hit rules.
     * Other row open (conflict): PRE when the row has been open RAS cycles, then as a miss.
     * Atomicity (stall): a command that reads a beat written by a column command of the last
-      ``WRITE_DELAY - 1`` = 6 cycles waits (a write lands ``nmc.config.WRITE_DELAY`` = 7 cycles
-      after its column command: the read, its output register, the ALU's five stages; the
+      ``WRITE_DELAY - 1`` = 7 cycles waits (a write lands ``nmc.config.WRITE_DELAY`` = 8 cycles
+      after its column command: the read, its output register, the ALU's six stages; the
       storage's read port is transparent to its write port).  A later command to the same
       address sits in the same bank group: after an op-and-store CCDWL (8) spaces it enough;
       after a ``STORE``, CCD_L (4) does not, and a command to the same beat 4 cycles later
-      waits three cycles (a ``READ`` waits WTR_L = 8 anyway).
+      waits four cycles (a ``READ`` waits WTR_L = 8 anyway).
     * The response FIFO holds ``resp_depth`` responses; a column command waits while that many
       are outstanding.
 

@@ -20,7 +20,7 @@ from hw.axil import AXILiteToCSR
 from hw.formal import FormalError, FormalFailure, prove
 from hw.interfaces import ElemType, Op
 from hw.params import T3Params
-from nmc.config import HBMTiming, NMCParams
+from nmc.config import WRITE_DELAY, HBMTiming, NMCParams
 from nmc.rtl import NMCUnit
 from system.link import LinkModel
 from tracker.config import TrackerParams
@@ -125,7 +125,7 @@ class AXILiteSpec(Elaboratable):
 # --- NMC: responses in order, one per command --------------------------------------------------
 
 NMC_SMALL = NMCParams(bank_groups=2, banks=1, columns=2, rows=2, resp_depth=4,
-                      timing=HBMTiming(CL=8, RCD=1, RP=2, RAS=3, CCD_S=1, CCD_L=2, WTR_S=1,
+                      timing=HBMTiming(CL=WRITE_DELAY + 1, RCD=1, RP=2, RAS=3, CCD_S=1, CCD_L=2, WTR_S=1,
                                        WTR_L=2, CCDWL=2), formats=("fp32",))
 
 
@@ -303,7 +303,7 @@ class TrackerSpec(Elaboratable):
 PROOFS = {
     "link": (LinkSpec, "bmc", 8, 10),
     "axil": (AXILiteSpec, "bmc", 7, 8),
-    "nmc": (NMCSpec, "bmc", 10, 12),
+    "nmc": (NMCSpec, "bmc", 11, 13),
     "dma_send": (DMASendSpec, "bmc", 9, 12),
     "dma_receive": (DMAReceiveSpec, "bmc", 6, 7),
     "tracker": (TrackerSpec, "bmc", 8, 10),

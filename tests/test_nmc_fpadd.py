@@ -80,18 +80,18 @@ def test_edge_values(name):
     check_fpadd(fmt, a.astype(dtype), b.astype(dtype), latency=4, hold=0.2)
 
 
-@pytest.mark.parametrize("latency", [1, 2, 3, 4])
+@pytest.mark.parametrize("latency", [1, 2, 3, 4, 5])
 @pytest.mark.parametrize("name", sorted(FORMATS))
 def test_pipelined_adder_one_sum_a_cycle(name, latency, t3_options):
-    # the NMC's ALU uses latency 4; the pipeline holds whatever it has while ``en`` is low
+    # the NMC's ALU uses latency 5 (nmc.alu.FP_LATENCY); the pipeline holds whatever it has while ``en`` is low
     fmt = FORMATS[name]
     a, b = operand_pairs(fmt, 20_000 if t3_options.soak else 2_000, seed=t3_options.seed + 1)
     check_fpadd(fmt, a, b, latency=latency, hold=0.3, seed=latency)
 
 
 def test_pipelined_adder_latency_is_checked():
-    with pytest.raises(ValueError, match=r"^latency must be one of \(0, 1, 2, 3, 4\), not 5$"):
-        FPAdd(FORMATS["fp16"], 5)
+    with pytest.raises(ValueError, match=r"^latency must be one of \(0, 1, 2, 3, 4, 5\), not 6$"):
+        FPAdd(FORMATS["fp16"], 6)
 
 
 def test_the_check_can_fail():

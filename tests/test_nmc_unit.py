@@ -8,7 +8,7 @@ import pytest
 
 from hw.interfaces import ElemType, Op, Stream
 from hw.params import T3Params
-from nmc.config import HBMTiming, NMCParams
+from nmc.config import WRITE_DELAY, HBMTiming, NMCParams
 from nmc.model import NMCModel
 from sim.blocks.nmc.amaranth_sim import simulate_nmc
 
@@ -149,7 +149,6 @@ def test_the_atomicity_stall_waits_out_the_alu_pipeline():
     # With bank timing shorter than the ALU's pipeline (CCD 1), a command that reads a beat
     # still being written must wait until the write lands: WRITE_DELAY cycles after the
     # column command that writes it.  Without the stall each update would read a stale beat.
-    from nmc.config import WRITE_DELAY
     fast = NMCParams(rows=4, timing=HBMTiming(CCD_S=1, CCD_L=1, CCDWL=1, WTR_S=1, WTR_L=1))
     values = np.arange(1, 21, dtype=np.float32)
     beat = beat_of(2, 0, 1, 3)
@@ -191,7 +190,8 @@ def test_bad_addresses_are_refused_and_touch_nothing():
     (dict(CCDWL=3), r"^CCDWL 3 is less than CCD_L 4: an op-and-store cannot free its bank "
                     r"group sooner than a column command$"),
     (dict(CCD_L=1), r"^CCDWL 8 is|^CCD_L 1 is less than CCD_S 2$"),
-    (dict(CL=7), r"^CL 7 is shorter than the 8-cycle read-add-write pipeline$"),
+    (dict(CL=WRITE_DELAY), rf"^CL {WRITE_DELAY} is shorter than the {WRITE_DELAY + 1}-cycle "
+                           r"read-add-write pipeline$"),
     (dict(RP=0), r"^RP must be an integer from 1 to 255 cycles, not 0$"),
 ])
 def test_impossible_timing_refused(kwargs, message):

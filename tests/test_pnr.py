@@ -30,12 +30,9 @@ def test_place_and_route_refuses_bad_arguments():
         place_and_route(link, "t3_link", "ecp5", freq_mhz=0)
 
 
-#: Fmax floors (MHz) on LFE5U-85F-6, asking 100 MHz, seed 1.  75 MHz is the issue's floor
-#: (a LiteX SoC's clock on the ECP5 boards); a block below it keeps the figure it reached after
-#: its timing work (``docs/fpga.md``), less a margin for the tools' run-to-run spread, so that
-#: the test stops a regression while the rest of the closure is pending.
-FLOORS = {"mc_arbiter": 75, "tracker": 75, "dma": 75,
-          "nmc": 50}      # reached 53.8 MHz: the adders' rounding stage is left (docs/fpga.md)
+#: Fmax floors (MHz) on LFE5U-85F-6, asking 100 MHz, seed 1: 75 MHz, the issue's floor (a
+#: LiteX SoC's clock on the ECP5 boards), which every block reaches (``docs/fpga.md``).
+FLOORS = {"mc_arbiter": 75, "tracker": 75, "dma": 75, "nmc": 75}
 
 #: placed and routed in the default run (about a minute); the others, minutes each, with --soak
 QUICK = ("mc_arbiter",)
