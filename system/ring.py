@@ -14,7 +14,7 @@ from system.node import GPUNode, NodeParams
 from hw.params import T3Params, check_int
 
 
-__all__ = ["Ring", "check_ring", "MAX_GPUS"]
+__all__ = ["Ring", "check_ring", "registered_reset", "MAX_GPUS"]
 
 
 #: The Verilog module name of a GPU (node and engine) in a ring with engines.
@@ -33,6 +33,18 @@ def check_ring(nparams: NodeParams, gpus, latency, num, den):
     check_link(latency, num, den)
 
 
+def registered_reset(m: Module, clk, rst):
+    """Define ``m``'s ``sync`` domain on ``clk`` with a registered ``rst``: Amaranth's Verilog
+    computes every register's next value with ``rst`` in it, so a reset straight from a port
+    would put the whole design in the logic a simulator re-evaluates whenever an input may have
+    changed (Verilator's ``ico`` region); the reset takes effect one cycle later."""
+    m.domains.sync = sync = ClockDomain("sync")
+    m.domains.port = port = ClockDomain("port", reset_less=True)
+    registered = Signal(init=1)
+    m.d.comb += [sync.clk.eq(clk), port.clk.eq(clk), sync.rst.eq(registered)]
+    m.d.port += registered.eq(rst)
+
+
 class Ring(wiring.Component):
     """``gpus`` GPUs in a ring; the link from GPU ``g`` to GPU ``g - 1`` is a
     :class:`system.link.LinkModel` of ``latency`` cycles and ``num / den`` beats per cycle.
@@ -49,17 +61,24 @@ class Ring(wiring.Component):
     ``gpu<g>_load`` (the engine's bulk port), and for the ring ``start`` (In: starts every
     engine in the same cycle), ``done`` (Out: every engine is done), ``clk`` and ``rst``
     (synchronous, registered: it takes effect, and ends, one cycle after the port's).
+
+    With ``clocked=False`` the ring has no ``clk`` and ``rst`` and runs in the enclosing
+    design's ``sync`` domain (the board top); with ``flat=True`` its GPUs are elaborated in
+    place rather than instances of one module exported once (synthesis).
     """
 
     def __init__(self, params: T3Params, nparams: NodeParams = NodeParams(), gpus=4,
-                 latency=8, num=1, den=4, engines=None):
+                 latency=8, num=1, den=4, engines=None, clocked=True, flat=False):
         check_ring(nparams, gpus, latency, num, den)
         self.params, self.nparams, self.gpus = params, nparams, gpus
         self.latency, self.num, self.den = latency, num, den
-        self.engines = engines
+        self.engines, self.clocked = engines, clocked
         if engines is None:
             self.nodes = [GPUNode(params, nparams) for _ in range(gpus)]
             self.instanced_modules = {}
+        elif flat:
+            self.instanced_modules = {}
+            self.nodes = [GPU(params, nparams, engines) for _ in range(gpus)]
         else:
             # every GPU is the same module, exported once and instantiated ``gpus`` times: the
             # Verilog (and its export time) does not grow with the ring
@@ -81,26 +100,18 @@ class Ring(wiring.Component):
         if engines is not None:
             members["start"] = In(1)
             members["done"] = Out(1)
-            members["clk"] = In(1)
-            members["rst"] = In(1)
+            if clocked:
+                members["clk"] = In(1)
+                members["rst"] = In(1)
         super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
         n = self.gpus
-        if self.engines is not None:
-            # the clock domain with a registered reset: Amaranth's Verilog computes every
-            # register's next value with ``rst`` in it, so a reset straight from the port
-            # would put the whole ring in the logic a simulator re-evaluates whenever an
-            # input may have changed (Verilator's ``ico`` region); the reset takes effect
-            # one cycle later
-            m.domains.sync = sync = ClockDomain("sync")
-            m.domains.port = port = ClockDomain("port", reset_less=True)
-            rst = Signal(init=1)
-            m.d.comb += [sync.clk.eq(self.clk), port.clk.eq(self.clk), sync.rst.eq(rst)]
-            m.d.port += rst.eq(self.rst)
+        if self.engines is not None and self.clocked:
+            registered_reset(m, self.clk, self.rst)
         for g, (node, link) in enumerate(zip(self.nodes, self.links)):
-            if self.engines is None:
+            if self.engines is None or not self.instanced_modules:
                 m.submodules[f"gpu{g}"] = node
             else:
                 m.submodules[f"gpu{g}"] = self._instance(node)

@@ -9,6 +9,9 @@
                                  case's TP degree, on Dask; a report with plots
 ``t3 export BLOCK --out DIR``    Verilog of a block (+ its register map as Markdown)
 ``t3 synth ecp5 BLOCK``          place and route on an ECP5: resources, Fmax, critical path
+``t3 synth board --out DIR``     the ULX3S board's bitstream (two GPUs, a serial port)
+``t3 board run --port PORT``     a GEMM -> reduce-scatter on that board from this PC, checked
+``t3 board sim``                 the same program against the board in simulation
 ``t3 bench BLOCK``               the block's figures, one ``name: value unit`` line each
 
 Blocks: ``tracker``, ``mc_arbiter``, ``nmc``, ``dma``, ``node``, ``ring``; ``t3 bench
@@ -279,6 +282,72 @@ def cmd_synth(args):
         with open(args.json, "w") as f:
             json.dump(result.to_dict(), f, indent=1)
     return 0
+
+
+def cmd_synth_board(args):
+    import json
+    from amaranth_boards.ulx3s import ULX3S_85F_Platform
+    from hw.pnr import build_bitstream
+    from system.board import BoardTop
+    bparams = _board_params(args)
+    print(f"T3 synth board: {bparams.gpus} GPUs on a ULX3S (LFE5U-85F-6), {bparams.clock_hz / 1e6:g}"
+          f" MHz, serial {bparams.baud} baud (Yosys + nextpnr + ecppack; about an hour)",
+          flush=True)
+    result, bitstream = build_bitstream(BoardTop(bparams), ULX3S_85F_Platform(), "t3_board",
+                                        args.out, args.seed)
+    clock_mhz = bparams.clock_hz / 1e6
+    for line in result.lines("board"):
+        print(line)
+    print(f"board.ecp5.seconds: {result.seconds:.0f} s")
+    achieved = min(a for a, _ in result.fmax.values())
+    print(f"wrote {bitstream} ({bitstream.stat().st_size} bytes); program it with "
+          f"openFPGALoader -b ulx3s {bitstream}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(result.to_dict(), bitstream=str(bitstream)), f, indent=1)
+    if achieved < clock_mhz:
+        print(f"t3: error: the board reaches {achieved:.1f} MHz, short of its "
+              f"{clock_mhz:g} MHz clock", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _board_params(args):
+    from system.board import BoardParams
+    return BoardParams(baud=getattr(args, "baud", BoardParams.baud))
+
+
+def _board_args(p):
+    p.add_argument("--baud", type=_int_arg(1200), default=115_200,
+                   help="the serial port's bits per second (default 115200)")
+
+
+def cmd_board(args):
+    from sim.board.run import BOARD_SPEC, run_on_board, simulate_board
+    from sim.system.workload import GemmSpec
+    bparams = _board_params(args)
+    spec = GemmSpec(**dict(BOARD_SPEC.__dict__, k=args.k))
+    start = time.perf_counter()
+    if args.action == "sim":
+        print(f"T3 board (simulated): the host program through the board core's serial pins; "
+              f"{bparams.gpus} GPUs, GEMM {spec.m} x {spec.n} x {spec.k} {spec.dtype}, "
+              f"{args.config}", flush=True)
+        result = simulate_board(spec, args.config, bparams=bparams, seed=args.seed)
+    else:
+        from sim.board.host import BoardError
+        print(f"T3 board on {args.port} at {bparams.baud} baud: {bparams.gpus} GPUs, GEMM "
+              f"{spec.m} x {spec.n} x {spec.k} {spec.dtype}, {args.config}", flush=True)
+        try:
+            result = run_on_board(args.port, spec, args.config, bparams=bparams,
+                                  seed=args.seed, progress=print)
+        except BoardError as error:
+            print(f"t3: error: {error}", file=sys.stderr)
+            return 1
+    for phase, cycles in result["phase_cycles"].items():
+        print(f"  {phase:8s} {cycles} cycles")
+    print(f"  serial   {result['serial_commands']} commands, {time.perf_counter() - start:.1f} s")
+    print(f"  result   {'bit-exact against numpy' if result['verified'] else 'WRONG'}")
+    return 0 if result["verified"] else 1
 
 
 def cmd_demo(args):
@@ -572,8 +641,10 @@ def main(argv=None):
 
     synth = sub.add_parser("synth", help="place and route a block on an FPGA: resources, "
                                           "Fmax, critical path")
-    synth.add_argument("target", choices=["ecp5"], help="ecp5: LFE5U-85F, speed grade 6")
-    synth_sub = synth.add_subparsers(dest="block", required=True)
+    targets = synth.add_subparsers(dest="target", required=True)
+    ecp5 = targets.add_parser("ecp5", help="a block out of context on an LFE5U-85F, speed "
+                                           "grade 6")
+    synth_sub = ecp5.add_subparsers(dest="block", required=True)
     for name, (top, add_args, _) in BLOCKS.items():
         p = synth_sub.add_parser(name, help=f"module {top}")
         p.add_argument("--freq", type=float, default=100.0, metavar="MHZ",
@@ -584,6 +655,36 @@ def main(argv=None):
         add_args(p)
         _system_args(p)
         p.set_defaults(func=cmd_synth)
+
+    p = targets.add_parser("board", help="the ULX3S-85F board's bitstream: two GPUs in a "
+                                         "ring and a serial port (docs/fpga.md)")
+    p.add_argument("--out", required=True, metavar="DIR", type=_folder_arg,
+                   help="output folder (made if missing): t3_board.bit and the build's files")
+    p.add_argument("--seed", type=_int_arg(1), default=1, help="nextpnr's seed")
+    p.add_argument("--json", metavar="FILE", type=_output_arg(".json"),
+                   help="write the figures as JSON")
+    _board_args(p)
+    p.set_defaults(func=cmd_synth_board)
+
+    board = sub.add_parser("board", help="a GEMM -> reduce-scatter -> all-gather on the board "
+                                         "from this PC, checked bit for bit")
+    board_sub = board.add_subparsers(dest="action", required=True)
+    for action, text in (("run", "on a ULX3S with t3 synth board's bitstream, over its "
+                                 "serial port"),
+                         ("sim", "against the board core in simulation, through its serial "
+                                 "pins")):
+        p = board_sub.add_parser(action, help=text)
+        if action == "run":
+            p.add_argument("--port", required=True,
+                           help="the board's serial port (e.g. /dev/ttyUSB0)")
+        p.add_argument("--config", choices=CONFIGS, default="t3",
+                       help="configuration (default t3)")
+        p.add_argument("--k", type=_int_arg(1), default=32,
+                       help="the GEMM's K (default 32; M = 16 and N = 32 on two GPUs)")
+        p.add_argument("--seed", type=_int_arg(0), default=1)
+        if action == "run":
+            _board_args(p)
+        p.set_defaults(func=cmd_board)
 
     run = sub.add_parser("run", help="one configuration of the N-GPU system, end to end")
     _workload_args(run)

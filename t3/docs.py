@@ -49,9 +49,15 @@ def _engine():
     return engine_registers(T3Params(), EngineParams())
 
 
+def _board():
+    from system.board import BoardParams, board_registers
+    return board_registers(BoardParams())
+
+
 #: Page (relative to the repository) -> the register file it documents (default geometry).
 PAGES = {"docs/tracker.md": _tracker, "docs/mc_arbiter.md": _arbiter, "docs/nmc.md": _nmc,
-         "docs/dma.md": _dma, "docs/system.md": _node, "docs/engine.md": _engine}
+         "docs/dma.md": _dma, "docs/system.md": _node, "docs/engine.md": _engine,
+         "docs/fpga.md": _board}
 
 #: The repository's root.
 ROOT = Path(__file__).resolve().parent.parent

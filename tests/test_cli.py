@@ -111,6 +111,13 @@ def test_run_refuses_bad_workloads(args, message, capsys):
     (["demo", "--sim", "icarus", "--wave", "{tmp}/w.vcd"], "icarus writes FST"),
     (["bench", "fpga", "--blocks", "tracker,ring"],
      "argument --blocks: blocks: 'ring' is not one of tracker, mc_arbiter, dma, nmc, node"),
+    (["synth", "board", "--out", "{tmp}/file"], "argument --out: '{tmp}/file' is a file"),
+    (["synth", "board", "--out", "{tmp}", "--baud", "3000000"],
+     "t3: error: baud 3000000 is 4.2% off at clock_hz 25000000 (divisor 8)"),
+    (["board", "run", "--port", "/dev/ttyUSB9", "--baud", "100"],
+     "argument --baud: must be an integer >= 1200, not 100"),
+    (["board", "sim", "--k", "100000"], "t3: error: buffer 'B': 3200000 bytes at 0x4400 "
+                                        "exceed GPU 0's memory of 32768 bytes"),
 ])
 def test_cli_refuses_bad_arguments_before_any_build(argv, message, tmp_path, capsys,
                                                     monkeypatch):
@@ -177,3 +184,11 @@ def test_export_ring_gets_the_memory_t3_run_uses(monkeypatch, tmp_path):
     for gpus, extra, rows in ((16, [], 16), (4, [], 8), (16, ["--memory-rows", "32"], 32)):
         assert main(["export", "ring", "--gpus", str(gpus), "--out", str(tmp_path), *extra]) == 0
         assert built[-1].nmc.rows == rows, (gpus, extra)
+
+
+def test_board_run_names_a_port_it_cannot_open(capsys):
+    # no board here: the program stops at the port, with one line naming it (exit 1)
+    assert main(["board", "run", "--port", "/dev/t3-no-such-port"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("t3: error: cannot open serial port /dev/t3-no-such-port:")
+    assert len(err.strip().splitlines()) == 1

@@ -56,7 +56,6 @@ class RingHost:
     GPU-side traffic engines."""
 
     def __init__(self, dut, params, nparams, wl, config, progress=None, extra_regs=None):
-        from cocotbext.axi import AxiLiteBus, AxiLiteMaster
         from system.node import block_registers
         from sim.system.driver import Driver
         if config not in CONFIGS + (ISOLATED_RS,):
@@ -64,10 +63,7 @@ class RingHost:
         self.dut, self.params, self.nparams, self.wl, self.config = \
             dut, params, nparams, wl, config
         self.gpus = wl.gpus
-        for g in range(self.gpus):      # cocotbext-axi logs every access at INFO otherwise
-            logging.getLogger(f"cocotb.{dut._name}.gpu{g}_cfg_").setLevel(logging.WARNING)
-        self.masters = [AxiLiteMaster(AxiLiteBus.from_prefix(dut, f"gpu{g}_cfg_"), dut.clk,
-                                      dut.rst) for g in range(self.gpus)]
+        self.masters = self.cfg_masters(dut)
         self.regs = dict(block_registers(params, nparams), **(extra_regs or {}))
         self.driver = Driver(params, nparams, self.gpus)
         self.layout = allocate(self.driver, wl)
@@ -79,6 +75,16 @@ class RingHost:
         self.bandwidth = LINK_BANDWIDTH             # the links' beats per cycle (num, den)
 
     # --- configuration port ---------------------------------------------------------------
+
+    def cfg_masters(self, dut):
+        """Each GPU's configuration port as an object with ``write_dword(addr, data)`` and
+        ``read_dword(addr)`` (byte addresses): cocotbext-axi's ``AxiLiteMaster`` on the DUT's
+        ``gpu<g>_cfg`` ports."""
+        from cocotbext.axi import AxiLiteBus, AxiLiteMaster
+        for g in range(self.gpus):      # cocotbext-axi logs every access at INFO otherwise
+            logging.getLogger(f"cocotb.{dut._name}.gpu{g}_cfg_").setLevel(logging.WARNING)
+        return [AxiLiteMaster(AxiLiteBus.from_prefix(dut, f"gpu{g}_cfg_"), dut.clk, dut.rst)
+                for g in range(self.gpus)]
 
     async def each_gpu(self, work):
         """``await work(g)`` for every GPU at once (each has its own configuration port);
@@ -262,7 +268,7 @@ class EngineSystem(RingHost):
         self.partials = [partial_beats(p, params.beat_bytes) for p in wl.partials]
         self.prog = 1 << eparams.local_bits        # the bulk port's program-memory half
         self.engine_cycles, self.engine_wall = 0, 0.0   # while the engines run, start to done
-        self.clk = dut.clk
+        self.clk = getattr(dut, "clk", None)
         self.phase = None                           # the phase running now (timeline)
         self.timeline = []
         self.spans = {}                             # phase -> (first cycle, last cycle)
@@ -338,11 +344,25 @@ class EngineSystem(RingHost):
             await FallingEdge(self.clk)
         return out
 
+    async def start_and_wait(self, name):
+        """Start every engine and wait until all are done (at most :attr:`limit` cycles)."""
+        from cocotb.triggers import ClockCycles, RisingEdge, SimTimeoutError, with_timeout
+        self.dut.start.value = 1
+        await RisingEdge(self.clk)
+        self.dut.start.value = 0
+        await ClockCycles(self.clk, 4)
+        if not int(self.dut.done.value):
+            try:
+                await with_timeout(RisingEdge(self.dut.done), self.limit, "ns")
+            except SimTimeoutError:
+                now = await self.snapshot()
+                state = {g: {k: v for k, v in snap.items() if v} for g, snap in enumerate(now)}
+                raise AssertionError(f"phase {name}: not finished after {self.limit} cycles; "
+                                     f"counters {state}") from None
+
     async def run_phase(self, name, programs, arrivals=0, mca=False):
         """``programs[g]``: ``(kernel, registers, descriptor beats)`` of GPU ``g``."""
-        from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
         from system.engine.config import MODE, STATUS
-        from cocotb.triggers import SimTimeoutError
         before = await self.snapshot()
         await self.load([[(self.prog + i, beat) for i, beat in enumerate(prog[2])]
                          for prog in programs])
@@ -359,18 +379,7 @@ class EngineSystem(RingHost):
         self.progress(f"phase {name}: started")
         self.phase = name
         wall, first = time.perf_counter(), self.simulated_cycles
-        self.dut.start.value = 1
-        await RisingEdge(self.clk)
-        self.dut.start.value = 0
-        await ClockCycles(self.clk, 4)
-        if not int(self.dut.done.value):
-            try:
-                await with_timeout(RisingEdge(self.dut.done), self.limit, "ns")
-            except SimTimeoutError:
-                now = await self.snapshot()
-                state = {g: {k: v for k, v in snap.items() if v} for g, snap in enumerate(now)}
-                raise AssertionError(f"phase {name}: not finished after {self.limit} cycles; "
-                                     f"counters {state}") from None
+        await self.start_and_wait(name)
         self.phase = None
         self.engine_cycles += self.simulated_cycles - first
         self.engine_wall += time.perf_counter() - wall

@@ -1,0 +1,300 @@
+"""The board top: a ring of GPUs on one FPGA, driven from a PC over a serial port
+(``docs/fpga.md``, "The board").
+
+:class:`BoardHost` is the board's own register block: the host's way to the engines' bulk ports
+(their programs, partials and results), their ``start`` and ``done``; :class:`BoardCore` joins
+the serial bridge (:class:`hw.uart.UARTBridge`), an address decoder, each GPU's configuration
+port and the board block, and the ring; :class:`BoardTop` puts the core on the pins of a
+ULX3S (LFE5U-85F) with ``amaranth-boards``.  :mod:`system.board_model` is the board block's
+golden model and :mod:`sim.board.host` the program a PC runs against it.
+
+The address map (byte addresses of the bridge's commands): GPU ``g``'s configuration port
+(the node's blocks and its engine, ``system.node.register_address``) at
+``g << BoardParams.window_bits``; the board block at ``gpus << window_bits``.
+"""
+
+import dataclasses
+
+from amaranth import Cat, Elaboratable, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out, connect
+
+from hw.axil import AXILiteDecoder, AXILiteToCSR
+from hw.csr import Field, Reg, RegisterFile, csr_signature
+from hw.params import T3Params, check_int
+from hw.uart import UARTBridge, bridge_status_layout
+from nmc.config import NMCParams
+from system.engine.config import EngineParams
+from system.engine.rtl import load_signature
+from system.node import NodeParams
+
+
+__all__ = ["BoardParams", "BoardHost", "BoardCore", "BoardTop", "board_registers", "BOARD_ID",
+           "CTRL", "STATUS", "READ_LATENCY"]
+
+
+#: What the board block's ``id`` register reads: "T3" and the register map's version.
+BOARD_ID = 0x5433_0001
+
+#: Cycles from a ``ctrl.read`` to ``load_rdata`` holding the beat: the GPU's bulk port answers
+#: an address three clock edges after it is presented (its input register, the memory, its
+#: output register), and the address register changes one edge after its write.
+READ_LATENCY = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class BoardParams:
+    """What the board builds: ``gpus`` GPUs in a ring on one chip (each a node and its traffic
+    engine, ALUs for ``formats`` only), ``memory_rows`` rows per bank (``rows`` of
+    :class:`nmc.config.NMCParams`), the engines' ``engine`` geometry, links of ``link_latency``
+    cycles and ``link_num / link_den`` beats per cycle, a ``clock_hz`` clock and a serial port of
+    ``baud`` bits per second.  The defaults fit an LFE5U-85F: two GPUs with fp16 ALUs, 32 KiB of
+    HBM model and a 512-beat engine memory each, joined by the simulation system's scaled links
+    (64 cycles, 1.2 bytes per cycle: ``sim.system.run.LINK_LATENCY``, ``sim.system.workload.
+    LINK_BANDWIDTH``)."""
+    gpus: int = 2
+    formats: tuple = ("fp16",)
+    memory_rows: int = 2
+    engine: EngineParams = EngineParams(local_beats=512, slots=4, buffer_beats=64, pending=64)
+    link_latency: int = 64
+    link_num: int = 3
+    link_den: int = 80
+    clock_hz: int = 25_000_000
+    baud: int = 115_200
+
+    def __post_init__(self):
+        from system.ring import check_ring
+        check_int("gpus", self.gpus, 2, 16)
+        check_int("clock_hz", self.clock_hz, 1_000_000, 500_000_000)
+        check_int("baud", self.baud, 1_200, self.clock_hz // 4)
+        object.__setattr__(self, "formats", tuple(self.formats))
+        check_ring(self.nparams, self.gpus, self.link_latency, self.link_num, self.link_den)
+        error = abs(self.clock_hz / self.divisor - self.baud) / self.baud
+        if error > 0.02:
+            raise ValueError(f"baud {self.baud} is {error:.1%} off at clock_hz {self.clock_hz} "
+                             f"(divisor {self.divisor}); a serial line needs it within 2 %")
+
+    @property
+    def params(self):
+        return T3Params()
+
+    def to_dict(self):
+        return dict(dataclasses.asdict(self), formats=list(self.formats),
+                    engine=self.engine.to_dict())
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(**dict(d, engine=EngineParams(**d["engine"]), formats=tuple(d["formats"])))
+
+    @property
+    def nparams(self):
+        return NodeParams(nmc=NMCParams(rows=self.memory_rows, formats=self.formats))
+
+    @property
+    def divisor(self):
+        """Clock cycles per serial bit."""
+        return round(self.clock_hz / self.baud)
+
+    @property
+    def gpu_bits(self):
+        return max(1, (self.gpus - 1).bit_length())
+
+    @property
+    def window_bits(self):
+        """Byte-address bits of each window of the address map."""
+        from system.node import CFG_ADDR_BITS
+        return max(CFG_ADDR_BITS, board_registers(self).addr_bits + 2)
+
+
+# --- the board block's registers ------------------------------------------------------------------
+
+CTRL = Reg("ctrl", None, "wo", "commands", fields=(
+    Field("start", 1, "start every GPU's engine, all in the same cycle"),
+    Field("write", 1, "write `load_data` to beat `load_addr` of GPU `load_gpu`'s bulk port, "
+                      "then `load_addr` + 1"),
+    Field("read", 1, f"read beat `load_addr` of GPU `load_gpu`'s bulk port into `load_rdata` "
+                     f"({READ_LATENCY} cycles), then `load_addr` + 1"),
+))
+
+STATUS = Reg("status", None, "w1c", "", fields=(
+    Field("done", 1, "every GPU's engine is done", live=True),
+    Field("reading", 1, "a `read` is under way (`load_rdata` not yet valid)", live=True),
+    Field("bad_gpu", 1, "a `write` or `read` named a `load_gpu` beyond the ring; it did "
+                        "nothing"),
+))
+
+
+def board_registers(bparams: BoardParams):
+    """The board block's register map (a fresh :class:`hw.csr.RegisterFile`)."""
+    p, e = bparams.params, bparams.engine
+    return RegisterFile([
+        Reg("id", 32, "ro", f"reads 0x{BOARD_ID:08x}: \"T3\", board register map version 1"),
+        CTRL, STATUS,
+        Reg("uart", 32, "ro", "the serial bridge's saturating counters: bits 0-7 bytes dropped "
+                              "on a full FIFO, 8-15 framing errors, 16-23 unknown command "
+                              "bytes, 24-31 commands abandoned by the timeout"),
+        Reg("gpus", 8, "ro", "GPUs in the ring"),
+        Reg("load_gpu", bparams.gpu_bits, "rw", "the GPU whose bulk port `write` and `read` use"),
+        Reg("load_addr", e.local_bits + 1, "rw", "beat address on the bulk port (the program "
+                                                 "memory from `local_beats` up)"),
+        Reg("load_data", p.beat_bits, "rw", "the beat `write` writes"),
+        Reg("load_rdata", p.beat_bits, "ro", "the beat the last `read` read"),
+    ])
+
+
+class BoardHost(wiring.Component):
+    """The board block: the host's view of the engines' bulk ports, ``start`` and ``done``.
+
+    Ports
+    -----
+    csr : In(csr_signature(...))
+        The registers of :func:`board_registers` (behind an :class:`hw.axil.AXILiteToCSR`).
+    load<g> : Out(load_signature(...)), one per GPU
+        To GPU ``g``'s bulk port (:class:`system.gpu.GPU`: ``r_data`` answers the address of
+        three edges before).  ``addr`` and ``w_data`` are the registers ``load_addr`` and
+        ``load_data``; ``w_en`` is high in the cycle of a ``ctrl.write`` for that GPU.
+    start : Out(1)
+        One cycle high on ``ctrl.start``.
+    done : In(1)
+        Every engine is done (``status.done``).
+    uart : In(bridge_status_layout())
+        The bridge's counters (register ``uart``).
+    bad_gpu : Out(1)
+        ``status.bad_gpu`` (for a LED).
+
+    Timing: a ``write`` reaches the port in the cycle of its register write; a ``read``
+    captures ``load_rdata`` :data:`READ_LATENCY` cycles after its register write
+    (``status.reading`` high meanwhile).  A ``write`` or ``read`` for a GPU beyond the ring
+    does nothing and latches ``status.bad_gpu``.  Use the bulk ports while the engines are idle.
+    """
+
+    def __init__(self, bparams: BoardParams):
+        self.bparams = bparams
+        self.regs = board_registers(bparams)
+        members = {"csr": In(csr_signature(self.regs.addr_bits))}
+        for g in range(bparams.gpus):
+            members[f"load{g}"] = Out(load_signature(bparams.params, bparams.engine))
+        members.update({"start": Out(1), "done": In(1), "uart": In(bridge_status_layout()),
+                        "bad_gpu": Out(1)})
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        b, regs = self.bparams, self.regs
+        gpu, addr = regs.rw("load_gpu"), regs.rw("load_addr")
+        rdata = Signal(b.params.beat_bits)
+        wait = Signal(range(READ_LATENCY + 1))
+        known = gpu < b.gpus
+        write, read = regs.command("ctrl", "write"), regs.command("ctrl", "read")
+        status = regs.status(m, "status", done=self.done, reading=wait != 0,
+                             bad_gpu=(write | read) & ~known)
+        regs.elaborate(m, self.csr, {"id": BOARD_ID, "uart": self.uart.as_value(),
+                                     "gpus": b.gpus, "load_rdata": rdata})
+        m.d.comb += self.bad_gpu.eq(status.bad_gpu)
+        ports = [getattr(self, f"load{g}") for g in range(b.gpus)]
+        for g, port in enumerate(ports):
+            # in the command's own cycle, with the address before its increment
+            m.d.comb += [port.addr.eq(addr), port.w_data.eq(regs.rw("load_data")),
+                         port.w_en.eq(write & (gpu == g))]
+        m.d.comb += self.start.eq(regs.command("ctrl", "start"))
+        # after the decoder's own register writes: the increment is in a later cycle than any
+        # host write of ``load_addr`` (a command is a write of ``ctrl``)
+        with m.If(write & known):
+            m.d.sync += addr.eq(addr + 1)
+        with m.If(read & known):
+            m.d.sync += wait.eq(READ_LATENCY)
+        with m.If(wait != 0):
+            m.d.sync += wait.eq(wait - 1)
+            with m.If(wait == 1):
+                m.d.sync += [rdata.eq(Cat(p.r_data for p in ports).word_select(gpu, len(rdata))),
+                             addr.eq(addr + 1)]
+        return m
+
+
+# --- the core and the board ------------------------------------------------------------------------
+
+class BoardCore(wiring.Component):
+    """The serial bridge, the address decoder, :class:`BoardHost` and the ring
+    (:class:`system.ring.Ring` with engines): everything of the board but its pins.
+
+    Ports
+    -----
+    clk, rst : In(1)
+        The clock and a synchronous reset (registered: it takes effect, and ends, a cycle
+        after the port's).
+    rx : In(1), tx : Out(1)
+        The serial lines (the PC's TX and RX), 8N1 at ``baud``.
+    leds : Out(4)
+        0: a heartbeat (bit 23 of a cycle counter: about 1.5 Hz at 25 MHz); 1: every engine is
+        done; 2: the bridge has counted a line error (overrun, framing, unknown command,
+        timeout); 3: ``status.bad_gpu``.
+
+    ``flat``: the GPUs elaborated in place (for synthesis) rather than instances of one module
+    exported once (for simulation; ``instanced_modules`` lists it).
+    """
+
+    def __init__(self, bparams: BoardParams = BoardParams(), flat=False):
+        from system.ring import Ring
+        self.bparams = bparams
+        self.ring = Ring(bparams.params, bparams.nparams, gpus=bparams.gpus,
+                         latency=bparams.link_latency, num=bparams.link_num,
+                         den=bparams.link_den, engines=bparams.engine, clocked=False,
+                         flat=flat)
+        self.instanced_modules = self.ring.instanced_modules
+        self.host = BoardHost(bparams)
+        w = bparams.window_bits
+        self.decoder = AXILiteDecoder(w, [(f"gpu{g}", self.ring.nodes[g].cfg_addr_bits)
+                                          for g in range(bparams.gpus)] +
+                                      [("board", self.host.regs.addr_bits + 2)])
+        self.bridge = UARTBridge(self.decoder.addr_bits, bparams.divisor)
+        super().__init__({"clk": In(1), "rst": In(1), "rx": In(1, init=1),
+                          "tx": Out(1, init=1), "leds": Out(4)})
+
+    def elaborate(self, platform):
+        from system.ring import registered_reset
+        m = Module()
+        b = self.bparams
+        registered_reset(m, self.clk, self.rst)
+        m.submodules.ring = ring = self.ring
+        m.submodules.host = host = self.host
+        m.submodules.decoder = decoder = self.decoder
+        m.submodules.bridge = bridge = self.bridge
+        m.submodules.board_axil = axil = AXILiteToCSR(self.host.regs.addr_bits + 2)
+        m.d.comb += [bridge.rx.eq(self.rx), self.tx.eq(bridge.tx)]
+        connect(m, bridge.bus, decoder.bus)
+        for g in range(b.gpus):
+            connect(m, getattr(decoder, f"gpu{g}"), getattr(ring, f"gpu{g}_cfg"))
+            connect(m, getattr(host, f"load{g}"), getattr(ring, f"gpu{g}_load"))
+        connect(m, decoder.board, axil.axil)
+        connect(m, axil.csr, host.csr)
+        m.d.comb += [ring.start.eq(host.start), host.done.eq(ring.done),
+                     host.uart.eq(bridge.status)]
+        beat = Signal(24)
+        m.d.sync += beat.eq(beat + 1)
+        m.d.comb += self.leds.eq(Cat(beat[-1], ring.done, bridge.status.as_value() != 0,
+                                     host.bad_gpu))
+        return m
+
+
+class BoardTop(Elaboratable):
+    """:class:`BoardCore` on the pins of a **ULX3S** with an LFE5U-85F (``amaranth-boards``'
+    ``ULX3S_85F_Platform``): the 25 MHz oscillator (``clk25``, pin G2) is the clock, the FTDI
+    serial port (``uart``: the board's RX on M1, TX on L4) the host's line, LEDs 0-3 (B2, C2,
+    C1, D2) the core's ``leds``; reset is the power-on state of the registers and a press of
+    the ``PWR`` button (D6).  Build with ``t3 synth board --out DIR``."""
+
+    def __init__(self, bparams: BoardParams = BoardParams()):
+        self.bparams = bparams
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.core = core = BoardCore(self.bparams, flat=True)
+        clk = platform.request("clk25", 0)
+        uart = platform.request("uart", 0)
+        button = platform.request("button_pwr", 0)
+        m.d.comb += [core.clk.eq(clk.i), core.rx.eq(uart.rx.i), uart.tx.o.eq(core.tx),
+                     core.rst.eq(button.i)]
+        for k in range(4):
+            m.d.comb += platform.request("led", k).o.eq(core.leds[k])
+        return m
+

@@ -1,0 +1,269 @@
+# amaranth: UnusedElaboratable=no
+"""The board (``system/board.py``): its register block under Amaranth's simulator against its
+golden model (``system/board_model.py``), the AXI4-Lite decoder, the parameters' refusals, and
+the whole board core in Verilator driven through its serial pins by the host program a PC runs
+(``sim/board/host.py``), checked bit for bit and cycle for cycle against the simulation ring."""
+
+import random
+
+import pytest
+
+from amaranth.sim import Simulator
+
+from hw.axil import OKAY, SLVERR, AXILiteDecoder, AXILiteToCSR
+from system.board import CTRL, STATUS, BoardParams, board_registers
+from system.board_model import BoardHostModel
+from sim.board.amaranth_sim import run_host
+
+
+def random_ops(rng, bparams, n):
+    """``n`` operations on the board block's registers: the load registers (GPU numbers
+    beyond the ring among them), commands in every combination, status clears, and reads of
+    every word (and of words beyond the map)."""
+    regs = board_registers(bparams)
+    words = regs.words
+    gpu_top = 1 << regs["load_gpu"].width
+    ops = []
+    for _ in range(n):
+        r = rng.random()
+        if r < 0.1:
+            ops.append(("w", regs.address("load_gpu"), rng.randrange(gpu_top)))
+        elif r < 0.2:
+            top = 1 << regs["load_addr"].width      # mostly a few beats: reads meet writes
+            ops.append(("w", regs.address("load_addr"),
+                        rng.choice([rng.randrange(8), top - 1 - rng.randrange(4),
+                                    rng.randrange(top)])))
+        elif r < 0.45:
+            word = regs.address("load_data") + rng.randrange(regs["load_data"].words)
+            ops.append(("w", word, rng.getrandbits(32)))
+        elif r < 0.65:
+            ops.append(("w", regs.address("ctrl"), CTRL.encode(
+                start=rng.random() < 0.2, write=rng.random() < 0.6, read=rng.random() < 0.5)))
+        elif r < 0.7:
+            ops.append(("w", regs.address("status"), rng.getrandbits(3)))
+        elif r < 0.75:
+            ops.append(("w", rng.randrange(words + 4), rng.getrandbits(32)))    # anything
+        else:
+            ops.append(("r", rng.randrange(words + 2)))
+    return ops
+
+
+@pytest.mark.parametrize("gpus", [2, 3])
+def test_board_host_matches_its_model(gpus, t3_options):
+    # three GPUs: load_gpu can name a fourth, which must do nothing and latch bad_gpu
+    bparams = BoardParams(gpus=gpus)
+    rng = random.Random(t3_options.seed + gpus)
+    ops = random_ops(rng, bparams, 3000 if t3_options.soak else 600)
+    reads, starts, memories = run_host(bparams, ops, done=1, uart=0x0403_0201)
+    model = BoardHostModel(bparams)
+    model.done, model.uart = 1, 0x0403_0201
+    expected, beats_read = [], 0
+    rdata = board_registers(bparams).address("load_rdata")
+    for op in ops:
+        if op[0] == "w":
+            model.write(op[1], op[2])
+        else:
+            expected.append(model.read(op[1]))
+            beats_read += rdata <= op[1] and expected[-1] != 0
+    assert reads == expected, next(f"read {k} ({ops[[o[0] for o in ops].index('r')]}...): "
+                                   f"{a:#x}, model {b:#x}" for k, (a, b) in
+                                   enumerate(zip(reads, expected)) if a != b)
+    assert starts == model.starts
+    for g in range(gpus):
+        assert memories[g] == {a: b for a, b in model.memories[g].items() if b}, f"GPU {g}"
+    # the test can fail: it wrote, read, and for three GPUs refused
+    assert any(model.memories) and beats_read and model.starts
+    assert model.bad_gpu or gpus == 2 or any(
+        op[0] == "w" and op[1] == board_registers(bparams).address("status") for op in ops)
+
+
+def test_a_bad_gpu_writes_nothing_and_latches_status():
+    bparams = BoardParams(gpus=3)
+    regs = board_registers(bparams)
+    ops = [("w", regs.address("load_gpu"), 3), ("w", regs.address("load_data"), 0xAB),
+           ("w", regs.address("ctrl"), CTRL.encode(write=1)),
+           ("r", regs.address("status")), ("r", regs.address("load_addr")),
+           ("w", regs.address("status"), STATUS.mask("bad_gpu")), ("r", regs.address("status"))]
+    reads, _, memories = run_host(bparams, ops)
+    assert STATUS.decode(reads[0]) == {"done": 0, "reading": 0, "bad_gpu": 1}
+    assert reads[1] == 0                                # load_addr did not move
+    assert STATUS.decode(reads[2])["bad_gpu"] == 0      # cleared by writing 1
+    assert memories == [{}, {}, {}]
+
+
+def test_a_read_takes_read_latency_cycles():
+    # status.reading is high right after the command and load_rdata holds the beat after it
+    from system.board import READ_LATENCY
+    bparams = BoardParams()
+    regs = board_registers(bparams)
+    addr, data, ctrl = (regs.address(n) for n in ("load_addr", "load_data", "ctrl"))
+    ops = [("w", data, 0x1234), ("w", ctrl, CTRL.encode(write=1)), ("w", addr, 0),
+           ("w", ctrl, CTRL.encode(read=1)), ("r", regs.address("status")),
+           ("r", regs.address("load_rdata")), ("r", regs.address("load_rdata"))]
+    gaps = [4, 4, 4, 0, 0, READ_LATENCY - 3, 0]
+    reads, _, _ = run_host(bparams, ops, gaps=gaps)
+    assert STATUS.decode(reads[0])["reading"] == 1
+    # the read of status took a cycle, the gap READ_LATENCY - 2 more: the capture is at cycle
+    # READ_LATENCY after the command, one before the second read of load_rdata returns it
+    assert reads[1:] == [0, 0x1234]
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(gpus=1), r"^gpus must be an integer from 2 to 16, not 1$"),
+    (dict(baud=3_000_000), r"^baud 3000000 is 4\.2% off at clock_hz 25000000 \(divisor 8\); "
+                           r"a serial line needs it within 2 %$"),
+    (dict(baud=100), r"^baud must be an integer from 1200 to 6250000, not 100$"),
+    (dict(link_latency=1), r"^link latency must be an integer >= 2, not 1$"),
+])
+def test_impossible_boards_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        BoardParams(**kwargs)
+
+
+# --- the AXI4-Lite decoder ------------------------------------------------------------------------
+
+def test_the_decoder_routes_by_window_and_refuses_holes():
+    # two slaves of 4 and 6 address bits in windows of 6 bits: a write reaches only its
+    # slave, at the address within the window; an address past a slave's bits, or past the
+    # last window, answers SLVERR (and zero for a read) and reaches no slave
+    dec = AXILiteDecoder(6, [("a", 4), ("b", 6)])
+    assert dec.addr_bits == 7
+    slaves = {"a": AXILiteToCSR(4), "b": AXILiteToCSR(6)}
+    words = {"a": {}, "b": {}}
+    from amaranth import Module
+    from amaranth.lib.wiring import connect
+    m = Module()
+    m.submodules.dec = dec
+    for name, slave in slaves.items():
+        m.submodules[name] = slave
+        connect(m, getattr(dec, name), slave.axil)
+    bus = dec.bus
+    results = []
+
+    async def memories(ctx):
+        # each slave's register bus: one cycle of read latency, as hw.csr's register files
+        async for _, _, *values in ctx.tick().sample(*(v for s in slaves.values() for v in
+                                                       (s.csr.addr, s.csr.w_stb,
+                                                        s.csr.w_data))):
+            for k, name in enumerate(slaves):
+                addr, stb, data = values[3 * k:3 * k + 3]
+                if stb:
+                    words[name][addr] = data
+                ctx.set(slaves[name].csr.r_data, words[name].get(addr, 0))
+
+    async def host(ctx):
+        async def write(addr, data):
+            ctx.set(bus.awaddr, addr)
+            ctx.set(bus.wdata, data)
+            ctx.set(bus.wstrb, 0xF)
+            ctx.set(bus.awvalid, 1)
+            ctx.set(bus.wvalid, 1)
+            await ctx.tick().until(bus.awready)
+            ctx.set(bus.awvalid, 0)
+            ctx.set(bus.wvalid, 0)
+            ctx.set(bus.bready, 1)
+            resp, = await ctx.tick().sample(bus.bresp).until(bus.bvalid)
+            ctx.set(bus.bready, 0)
+            return resp
+
+        async def read(addr):
+            ctx.set(bus.araddr, addr)
+            ctx.set(bus.arvalid, 1)
+            await ctx.tick().until(bus.arready)
+            ctx.set(bus.arvalid, 0)
+            ctx.set(bus.rready, 1)
+            resp, data = await ctx.tick().sample(bus.rresp, bus.rdata).until(bus.rvalid)
+            ctx.set(bus.rready, 0)
+            return resp, data
+        results.append(await write(0x04, 0x11))          # a, word 1
+        results.append(await write(0x40 + 0x08, 0x22))   # b, word 2
+        results.append(await write(0x14, 0x33))          # a's window past its 4 bits
+        results.append(await read(0x04))
+        results.append(await read(0x48))
+        results.append(await read(0x14))
+        results.append(await write(0x40 + 0x3C, 0x44))   # b's last word
+        results.append(await read(0x40 + 0x3C))
+
+    sim = Simulator(m)
+    sim.add_clock(1e-9)
+    sim.add_process(memories)
+    sim.add_testbench(host)
+    sim.run()
+    assert results == [OKAY, OKAY, SLVERR, (OKAY, 0x11), (OKAY, 0x22), (SLVERR, 0), OKAY,
+                       (OKAY, 0x44)]
+    assert words == {"a": {1: 0x11}, "b": {2: 0x22, 15: 0x44}}
+
+
+# --- the whole board through its serial pins ------------------------------------------------------
+
+@pytest.mark.cocotb
+def test_the_host_program_runs_a_gemm_rs_on_the_board_core():
+    # The program a PC runs, through the serial pins of the exported board core (Verilator):
+    # configuration, loads, starts and read-back all over the bridge.  The result is checked
+    # bit for bit by the program itself (the ring-ordered numpy reference); the engines'
+    # cycle counts must be those of the simulation ring built from the same parameters (the
+    # same RTL, started in one cycle; only the way the host reaches it differs).
+    from sim.board.run import BOARD_SPEC, sim_board, simulate_board
+    from sim.system.run import run_config
+    result = simulate_board(BOARD_SPEC, "t3")
+    assert result["verified"] is True
+    assert result["leds"] & 0b1110 == 0b0010            # done; no line error, no bad GPU
+    assert not any(v for st in result["status"].values() for v in st.values())
+    b = sim_board()
+    ring = run_config(BOARD_SPEC, b.gpus, "t3", memory_rows=b.memory_rows, engines=b.engine,
+                      latency=b.link_latency, bandwidth=(b.link_num, b.link_den))
+    assert ring["verified"] is True
+    assert result["phase_cycles"] == ring["phase_cycles"]
+    assert result["dram"] == ring["dram"]
+
+
+def test_the_board_links_are_the_simulation_systems():
+    # the board runs what `t3 run` simulates: the same scaled links
+    from sim.system.run import LINK_LATENCY
+    from sim.system.workload import LINK_BANDWIDTH
+    b = BoardParams()
+    assert (b.link_latency, (b.link_num, b.link_den)) == (LINK_LATENCY, LINK_BANDWIDTH)
+
+
+# --- the host program's refusals ------------------------------------------------------------------
+
+class _AnsweringLine:
+    """A serial line whose far end answers every command with ``resp`` (and ``data`` for a
+    read)."""
+
+    def __init__(self, resp, data=0):
+        self.resp, self.data, self.pending = resp, data, b""
+
+    async def send(self, data):
+        from hw.uart_model import READ
+        out, k = b"", 0
+        while k < len(data):
+            if data[k] == READ:
+                out += bytes([self.resp]) + self.data.to_bytes(4, "little")
+                k += 5
+            else:
+                out += bytes([self.resp])
+                k += 9
+        self.pending += out
+
+    async def recv(self, count):
+        data, self.pending = self.pending[:count], self.pending[count:]
+        return data
+
+
+@pytest.mark.parametrize("resp, data, message", [
+    (0, 0xDEADBEEF, r"^the board's id reads 0xdeadbeef, not 0x54330001: not a T3 board"),
+    (0x15, 0, r"^read of byte address 0x4000: NAK$"),
+    (2, 0, r"^read of byte address 0x4000: resp 2$"),
+])
+def test_the_host_program_refuses_a_board_that_is_not_one(resp, data, message):
+    import asyncio
+    from sim.board.host import BoardError, BoardSystem
+    from sim.board.run import BOARD_SPEC
+    from sim.system.workload import Workload
+    b = BoardParams()
+    assert 2 << b.window_bits == 0x4000         # the board block's id, the first thing read
+    system = BoardSystem(_AnsweringLine(resp, data), b, Workload(BOARD_SPEC, 2, b.params),
+                         "t3")
+    with pytest.raises(BoardError, match=message):
+        asyncio.run(system.run())
