@@ -132,7 +132,8 @@ class GPUNode(wiring.Component):
         ``UPDATE`` with ``tracked`` for T3's ``update`` flag), with ``wg_id``/``wf_id``.
         Stores and updates inside the DMA's remote window (``remote_map``) go to the link as
         remote updates, through a ``remote_buffer``-beat egress queue (posted writes: a
-        slow link does not hold up the CUs' local accesses until the queue is full);
+        slow link does not hold up the CUs' local accesses until the queue is full) and a
+        register stage into the DMA;
         everything else enters the MC arbiter's compute stream.
     resp : Out(stream.Signature(memory response))
         One response per local compute request, in order (``data`` for reads).
@@ -226,10 +227,16 @@ class GPUNode(wiring.Component):
             arbiter.compute.valid.eq(self.compute.valid & ~to_remote),
             self.compute.ready.eq((to_remote & egress.w_rdy) |
                                   (~to_remote & arbiter.compute.ready)),
-            dma.remote.payload.eq(egress.r_data),
-            dma.remote.valid.eq(egress.r_rdy),
-            egress.r_en.eq(dma.remote.ready),
         ]
+        # a register between the egress queue and the DMA: the queue's block-RAM output and the
+        # DMA's write-combining check into its run queue were one path (the node placed at
+        # 45 MHz, docs/fpga.md); one beat a cycle still passes
+        remote_valid, remote_payload = Signal(), Signal(width)
+        take = Signal()
+        m.d.comb += [take.eq(~remote_valid | dma.remote.ready), egress.r_en.eq(take),
+                     dma.remote.valid.eq(remote_valid), dma.remote.payload.eq(remote_payload)]
+        with m.If(take):
+            m.d.sync += [remote_valid.eq(egress.r_rdy), remote_payload.eq(egress.r_data)]
         count(m, cnt["remote_out"], self.compute.valid & to_remote & egress.w_rdy, 0)
 
         # --- memory controller, Tracker, DMA --------------------------------------------------

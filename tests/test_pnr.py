@@ -86,3 +86,22 @@ def test_the_benchmark_refuses_an_unknown_block():
     with pytest.raises(ValueError, match="block must be one of tracker, mc_arbiter, dma, nmc, "
                                          "node, not 'ring'"):
         build("ring")
+
+
+def test_the_board_bitstream_builds_and_meets_its_clock(tmp_path, t3_options, capsys):
+    # t3 synth board end to end: Yosys, nextpnr-ecp5 and ecppack on the ULX3S top (two GPUs);
+    # it exits 0 only when the placed design reaches the board's 25 MHz clock
+    import json
+    from t3.cli import main
+    if not t3_options.soak:
+        pytest.skip("the board's bitstream takes about an hour to build; run with --soak")
+    figures = tmp_path / "board.json"
+    assert main(["synth", "board", "--out", str(tmp_path / "build"), "--json",
+                 str(figures)]) == 0
+    result = json.loads(figures.read_text())
+    bitstream = tmp_path / "build" / "t3_board.bit"
+    assert result["bitstream"] == str(bitstream)
+    # an ECP5-85F bitstream is a few MB and starts with ecppack's comment and preamble
+    data = bitstream.read_bytes()
+    assert len(data) > 100_000 and data[:2] == b"\xff\x00"
+    assert all(achieved >= asked for achieved, asked in result["fmax"].values())
