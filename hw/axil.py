@@ -98,6 +98,19 @@ class AXILiteToCSR(wiring.Component):
         return m
 
 
+def _windows(kind, window_bits, entries, signature):
+    """A decoder's address width and ports: ``bus`` (``In``) reaching every window, one
+    ``Out`` port per ``(name, addr_bits)`` entry; refuses an entry wider than its window."""
+    addr_bits = window_bits + max(1, (len(entries) - 1).bit_length())
+    members = {"bus": In(signature(addr_bits))}
+    for name, bits in entries:
+        if bits > window_bits:
+            raise ValueError(f"{kind} {name!r} needs {bits} address bits, more than the "
+                             f"window's {window_bits}")
+        members[name] = Out(signature(bits))
+    return addr_bits, members
+
+
 class CSRDecoder(wiring.Component):
     """Splits one register bus over blocks by the word address's upper bits.
 
@@ -117,14 +130,7 @@ class CSRDecoder(wiring.Component):
     def __init__(self, window_bits, blocks):
         self.window_bits = window_bits
         self.blocks = list(blocks)
-        sel_bits = max(1, (len(self.blocks) - 1).bit_length())
-        self.addr_bits = window_bits + sel_bits
-        members = {"bus": In(csr_signature(self.addr_bits))}
-        for name, addr_bits in self.blocks:
-            if addr_bits > window_bits:
-                raise ValueError(f"block {name!r} needs {addr_bits} address bits, more than "
-                                 f"the window's {window_bits}")
-            members[name] = Out(csr_signature(addr_bits))
+        self.addr_bits, members = _windows("block", window_bits, self.blocks, csr_signature)
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -212,14 +218,7 @@ class AXILiteDecoder(wiring.Component):
     def __init__(self, window_bits, slaves):
         self.window_bits = window_bits
         self.slaves = list(slaves)
-        sel_bits = max(1, (len(self.slaves) - 1).bit_length())
-        self.addr_bits = window_bits + sel_bits
-        members = {"bus": In(axil_signature(self.addr_bits))}
-        for name, addr_bits in self.slaves:
-            if addr_bits > window_bits:
-                raise ValueError(f"slave {name!r} needs {addr_bits} address bits, more than "
-                                 f"the window's {window_bits}")
-            members[name] = Out(axil_signature(addr_bits))
+        self.addr_bits, members = _windows("slave", window_bits, self.slaves, axil_signature)
         super().__init__(members)
 
     def elaborate(self, platform):

@@ -2,12 +2,13 @@
 
 In the style of Glasgow's gateware tests: ``await stream_put(ctx, port, payload)`` and
 ``await stream_get(ctx, port)`` move one transfer across a ``stream.Signature`` port;
-``csr_write``/``csr_read`` use a block's :func:`hw.csr.csr_signature` port.  Payloads are the
+``csr_write``/``csr_read`` use a block's :func:`hw.csr.csr_signature` port, ``axil_write``/
+``axil_read`` an AXI4-Lite port (:func:`hw.axil.axil_signature`) as its master.  Payloads are the
 integer value of the port's layout (build them with :func:`hw.interfaces.pack`).
 """
 
 __all__ = ["stream_put", "stream_get", "csr_write", "csr_read", "reg_write", "reg_read",
-           "run_testbench"]
+           "axil_write", "axil_read", "run_testbench"]
 
 
 async def stream_put(ctx, port, payload):
@@ -51,6 +52,34 @@ async def reg_read(ctx, bus, regs, name):
     base = regs.address(name)
     words = [await csr_read(ctx, bus, base + k) for k in range(regs[name].words)]
     return regs.from_words(name, words)
+
+
+async def axil_write(ctx, bus, addr, data, strb=0xF):
+    """One AXI4-Lite write as the master of ``bus``; returns ``bresp``."""
+    ctx.set(bus.awaddr, addr)
+    ctx.set(bus.wdata, data)
+    ctx.set(bus.wstrb, strb)
+    ctx.set(bus.awvalid, 1)
+    ctx.set(bus.wvalid, 1)
+    ctx.set(bus.bready, 1)
+    await ctx.tick().until(bus.awready)
+    ctx.set(bus.awvalid, 0)
+    ctx.set(bus.wvalid, 0)
+    resp, = await ctx.tick().sample(bus.bresp).until(bus.bvalid)
+    ctx.set(bus.bready, 0)
+    return resp
+
+
+async def axil_read(ctx, bus, addr):
+    """One AXI4-Lite read as the master of ``bus``; returns ``(rdata, rresp)``."""
+    ctx.set(bus.araddr, addr)
+    ctx.set(bus.arvalid, 1)
+    ctx.set(bus.rready, 1)
+    await ctx.tick().until(bus.arready)
+    ctx.set(bus.arvalid, 0)
+    data, resp = await ctx.tick().sample(bus.rdata, bus.rresp).until(bus.rvalid)
+    ctx.set(bus.rready, 0)
+    return data, resp
 
 
 def run_testbench(dut, bench, vcd=None, clock=1e-9):

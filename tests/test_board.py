@@ -11,6 +11,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from hw.axil import OKAY, SLVERR, AXILiteDecoder, AXILiteToCSR
+from hw.testing import axil_read, axil_write
 from system.board import CTRL, STATUS, BoardParams, board_registers
 from system.board_model import BoardHostModel
 from sim.board.amaranth_sim import run_host
@@ -153,27 +154,10 @@ def test_the_decoder_routes_by_window_and_refuses_holes():
 
     async def host(ctx):
         async def write(addr, data):
-            ctx.set(bus.awaddr, addr)
-            ctx.set(bus.wdata, data)
-            ctx.set(bus.wstrb, 0xF)
-            ctx.set(bus.awvalid, 1)
-            ctx.set(bus.wvalid, 1)
-            await ctx.tick().until(bus.awready)
-            ctx.set(bus.awvalid, 0)
-            ctx.set(bus.wvalid, 0)
-            ctx.set(bus.bready, 1)
-            resp, = await ctx.tick().sample(bus.bresp).until(bus.bvalid)
-            ctx.set(bus.bready, 0)
-            return resp
+            return await axil_write(ctx, bus, addr, data)
 
         async def read(addr):
-            ctx.set(bus.araddr, addr)
-            ctx.set(bus.arvalid, 1)
-            await ctx.tick().until(bus.arready)
-            ctx.set(bus.arvalid, 0)
-            ctx.set(bus.rready, 1)
-            resp, data = await ctx.tick().sample(bus.rresp, bus.rdata).until(bus.rvalid)
-            ctx.set(bus.rready, 0)
+            data, resp = await axil_read(ctx, bus, addr)
             return resp, data
         results.append(await write(0x04, 0x11))          # a, word 1
         results.append(await write(0x40 + 0x08, 0x22))   # b, word 2

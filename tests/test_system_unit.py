@@ -15,7 +15,7 @@ from hw.csr import Reg, RegisterFile
 from system.link import LinkModel
 from system.node import NodeParams, block_registers
 from hw.params import T3Params
-from hw.testing import run_testbench
+from hw.testing import axil_read, axil_write, run_testbench
 from sim.system.driver import Driver
 from sim.system.configure import allocate, configure_fused, map_ring_windows
 from sim.system.workload import GemmSpec, Workload, balanced_k, preset, ring_reference
@@ -44,32 +44,6 @@ class _TwoBlocks(wiring.Component):
         self.a.elaborate(m, wiring.flipped(self.dec.a), {})
         self.b.elaborate(m, wiring.flipped(self.dec.b), {})
         return m
-
-
-async def axil_write(ctx, bus, addr, data, strb=0xF):
-    ctx.set(bus.awaddr, addr)
-    ctx.set(bus.wdata, data)
-    ctx.set(bus.wstrb, strb)
-    ctx.set(bus.awvalid, 1)
-    ctx.set(bus.wvalid, 1)
-    ctx.set(bus.bready, 1)
-    await ctx.tick().until(bus.awready)
-    ctx.set(bus.awvalid, 0)
-    ctx.set(bus.wvalid, 0)
-    resp, = await ctx.tick().sample(bus.bresp).until(bus.bvalid)
-    ctx.set(bus.bready, 0)
-    return resp
-
-
-async def axil_read(ctx, bus, addr):
-    ctx.set(bus.araddr, addr)
-    ctx.set(bus.arvalid, 1)
-    ctx.set(bus.rready, 1)
-    await ctx.tick().until(bus.arready)
-    ctx.set(bus.arvalid, 0)
-    data, resp = await ctx.tick().sample(bus.rdata, bus.rresp).until(bus.rvalid)
-    ctx.set(bus.rready, 0)
-    return data, resp
 
 
 def test_axi_lite_reaches_each_block_and_refuses_partial_writes():
