@@ -13,8 +13,8 @@ controller (``docs/design.md`` section 2; paper Figure 8).
 
 import dataclasses
 
-from amaranth import Module, Signal
-from amaranth.lib import wiring
+from amaranth import Module, Mux, Signal
+from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out, connect
 
@@ -30,6 +30,7 @@ from hw.axil import AXILiteToCSR, CSRDecoder, axil_signature
 from hw.csr import Field, Reg, RegisterFile, count, csr_signature
 from hw.interfaces import Op, Stream, link_signature, request_signature, response_signature
 from hw.params import T3Params, check_int
+from hw.pipeline import SkidBuffer
 
 
 __all__ = ["NodeParams", "GPUNode", "node_registers", "block_registers", "BLOCK_ORDER",
@@ -132,9 +133,12 @@ class GPUNode(wiring.Component):
         ``UPDATE`` with ``tracked`` for T3's ``update`` flag), with ``wg_id``/``wf_id``.
         Stores and updates inside the DMA's remote window (``remote_map``) go to the link as
         remote updates, through a ``remote_buffer``-beat egress queue (posted writes: a
-        slow link does not hold up the CUs' local accesses until the queue is full) and a
-        register stage into the DMA;
-        everything else enters the MC arbiter's compute stream.
+        slow link does not hold up the CUs' local accesses until the queue is full);
+        everything else enters the MC arbiter's compute stream.  ``compute.ready`` is a
+        register; a request enters the arbiter (or the egress queue) 1 cycle after its
+        handshake.  Every stream between two blocks passes a :class:`hw.pipeline.SkidBuffer`
+        (the compute port before the decoder, egress queue → DMA, DMA → arbiter, arbiter
+        ``tap`` → Tracker): one beat a cycle, every path between blocks registered.
     resp : Out(stream.Signature(memory response))
         One response per local compute request, in order (``data`` for reads).
     comm_done : Out(1)
@@ -211,37 +215,49 @@ class GPUNode(wiring.Component):
         count(m, cnt["cycles"], 1, 0)
 
         # --- compute port: remote window or the local memory controller ----------------------
+        # Every stream between two blocks passes a register slice (hw.pipeline.SkidBuffer):
+        # the blocks sit far apart on an FPGA and the wires alone take most of a cycle
+        # (docs/fpga.md).  The compute port's window check is registered with the request.
         req = self.compute.payload
         base, size = dma.window.base, dma.window.size
         offset = Signal(len(base) + 1)
         m.d.comb += offset.eq(req.addr - base)
-        to_remote = Signal()
-        m.d.comb += to_remote.eq((req.op != Op.READ) & ~offset[-1] & (offset < size))
-        width = self.compute.payload.shape().size
-        m.submodules.egress = egress = SyncFIFOBuffered(width=width,
+        layout = self.compute.payload.shape()
+        m.submodules.compute_in = compute_in = SkidBuffer(
+            data.StructLayout({"req": layout, "remote": 1}))
+        m.d.comb += [
+            compute_in.i.valid.eq(self.compute.valid),
+            compute_in.i.payload.req.eq(req),
+            compute_in.i.payload.remote.eq((req.op != Op.READ) & ~offset[-1] & (offset < size)),
+            self.compute.ready.eq(compute_in.i.ready),
+        ]
+        head, to_remote = compute_in.o.payload.req, compute_in.o.payload.remote
+        m.submodules.egress = egress = SyncFIFOBuffered(width=layout.size,
                                                         depth=self.nparams.remote_buffer)
         m.d.comb += [
-            egress.w_data.eq(req.as_value()),
-            arbiter.compute.payload.eq(req),
-            egress.w_en.eq(self.compute.valid & to_remote),
-            arbiter.compute.valid.eq(self.compute.valid & ~to_remote),
-            self.compute.ready.eq((to_remote & egress.w_rdy) |
-                                  (~to_remote & arbiter.compute.ready)),
+            egress.w_data.eq(head.as_value()),
+            arbiter.compute.payload.eq(head),
+            egress.w_en.eq(compute_in.o.valid & to_remote),
+            arbiter.compute.valid.eq(compute_in.o.valid & ~to_remote),
+            compute_in.o.ready.eq(Mux(to_remote, egress.w_rdy, arbiter.compute.ready)),
         ]
-        # a register between the egress queue and the DMA: the queue's block-RAM output and the
-        # DMA's write-combining check into its run queue were one path (the node placed at
-        # 45 MHz, docs/fpga.md); one beat a cycle still passes
-        remote_valid, remote_payload = Signal(), Signal(width)
-        take = Signal()
-        m.d.comb += [take.eq(~remote_valid | dma.remote.ready), egress.r_en.eq(take),
-                     dma.remote.valid.eq(remote_valid), dma.remote.payload.eq(remote_payload)]
-        with m.If(take):
-            m.d.sync += [remote_valid.eq(egress.r_rdy), remote_payload.eq(egress.r_data)]
-        count(m, cnt["remote_out"], self.compute.valid & to_remote & egress.w_rdy, 0)
+        count(m, cnt["remote_out"], compute_in.o.valid & to_remote & egress.w_rdy, 0)
+        # the egress queue's block-RAM output and the DMA's write-combining check into its run
+        # queue were one path (the node placed at 45 MHz)
+        m.submodules.remote_out = remote_out = SkidBuffer(layout)
+        m.d.comb += [remote_out.i.valid.eq(egress.r_rdy), remote_out.i.payload.eq(egress.r_data),
+                     egress.r_en.eq(remote_out.i.ready)]
+        connect(m, remote_out.o, dma.remote)
 
         # --- memory controller, Tracker, DMA --------------------------------------------------
-        connect(m, dma.mem, arbiter.comm)
-        connect(m, arbiter.tap, tracker.i)
+        # the DMA's request choice and the arbiter's policy, and the arbiter's enqueue and the
+        # Tracker's region lookup, were one path each (the node placed at 43.5 MHz)
+        m.submodules.comm_in = comm_in = SkidBuffer(layout)
+        m.submodules.tracker_in = tracker_in = SkidBuffer(layout)
+        connect(m, dma.mem, comm_in.i)
+        connect(m, comm_in.o, arbiter.comm)
+        connect(m, arbiter.tap, tracker_in.i)
+        connect(m, tracker_in.o, tracker.i)
         connect(m, tracker.o, dma.trig)
         connect(m, arbiter.o, nmc.cmd)
         connect(m, dma.tx, wiring.flipped(self.tx))
