@@ -46,15 +46,18 @@ READ_LATENCY = 4
 class BoardParams:
     """What the board builds: ``gpus`` GPUs in a ring on one chip (each a node and its traffic
     engine, ALUs for ``formats`` only), ``memory_rows`` rows per bank (``rows`` of
-    :class:`nmc.config.NMCParams`), the engines' ``engine`` geometry, links of ``link_latency``
+    :class:`nmc.config.NMCParams`), a Tracker of ``tracker_ways`` ways (the node's 64 sets; the
+    driver refuses a GEMM whose tiles could fill a set), the engines' ``engine`` geometry, links of ``link_latency``
     cycles and ``link_num / link_den`` beats per cycle, a ``clock_hz`` clock and a serial port of
     ``baud`` bits per second.  The defaults fit an LFE5U-85F: two GPUs with fp16 ALUs, 32 KiB of
-    HBM model and a 512-beat engine memory each, joined by the simulation system's scaled links
+    HBM model, a two-way Tracker (8 ways take 3,400 more LUTs a GPU; the board's GEMM needs
+    one) and a 512-beat engine memory each, joined by the simulation system's scaled links
     (64 cycles, 1.2 bytes per cycle: ``sim.system.run.LINK_LATENCY``, ``sim.system.workload.
     LINK_BANDWIDTH``)."""
     gpus: int = 2
     formats: tuple = ("fp16",)
     memory_rows: int = 2
+    tracker_ways: int = 2
     engine: EngineParams = EngineParams(local_beats=512, slots=4, buffer_beats=64, pending=64)
     link_latency: int = 64
     link_num: int = 3
@@ -65,6 +68,7 @@ class BoardParams:
     def __post_init__(self):
         from system.ring import check_ring
         check_int("gpus", self.gpus, 2, 16)
+        check_int("tracker_ways", self.tracker_ways, 1, 8)
         check_int("clock_hz", self.clock_hz, 1_000_000, 500_000_000)
         check_int("baud", self.baud, 1_200, self.clock_hz // 4)
         object.__setattr__(self, "formats", tuple(self.formats))
@@ -88,7 +92,9 @@ class BoardParams:
 
     @property
     def nparams(self):
-        return NodeParams(nmc=NMCParams(rows=self.memory_rows, formats=self.formats))
+        tracker = dataclasses.replace(NodeParams.tracker, ways=self.tracker_ways)
+        return NodeParams(tracker=tracker,
+                          nmc=NMCParams(rows=self.memory_rows, formats=self.formats))
 
     @property
     def divisor(self):

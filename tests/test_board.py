@@ -111,6 +111,7 @@ def test_a_read_takes_read_latency_cycles():
 
 @pytest.mark.parametrize("kwargs,message", [
     (dict(gpus=1), r"^gpus must be an integer from 2 to 16, not 1$"),
+    (dict(tracker_ways=0), r"^tracker_ways must be an integer from 1 to 8, not 0$"),
     (dict(baud=3_000_000), r"^baud 3000000 is 4\.2% off at clock_hz 25000000 \(divisor 8\); "
                            r"a serial line needs it within 2 %$"),
     (dict(baud=100), r"^baud must be an integer from 1200 to 6250000, not 100$"),
