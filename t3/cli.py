@@ -8,7 +8,7 @@
 ``t3 paper``                     the paper's evaluation (Figures 16 and 18) on rings of each
                                  case's TP degree, on Dask; a report with plots
 ``t3 export BLOCK --out DIR``    Verilog of a block (+ its register map as Markdown)
-``t3 synth ecp5 BLOCK``          place and route on an ECP5: resources, Fmax, critical path
+``t3 synth ecp5|hx8k|up5k BLOCK`` place and route on an ECP5 or iCE40: resources, Fmax, path
 ``t3 synth board --out DIR``     the ULX3S board's bitstream (two GPUs, a serial port)
 ``t3 board run --port PORT``     a GEMM -> reduce-scatter on that board from this PC, checked
 ``t3 board sim``                 the same program against the board in simulation
@@ -268,13 +268,18 @@ def cmd_export(args):
 
 def cmd_synth(args):
     import json
-    from hw.pnr import TARGETS, place_and_route
+    from hw.pnr import TARGETS, DoesNotFit, place_and_route
     top_name, _, build = BLOCKS[args.block]
     component = build(args)
-    print(f"T3 synth: {top_name} on {TARGETS[args.target].device}, out of context, asking "
+    how = "its ports on two pins" if TARGETS[args.target].wrap else "out of context"
+    print(f"T3 synth: {top_name} on {TARGETS[args.target].device}, {how}, asking "
           f"{args.freq:g} MHz (Yosys + nextpnr; a block takes seconds to minutes, the node "
           f"tens of minutes)", flush=True)
-    result = place_and_route(component, top_name, args.target, args.freq, args.seed)
+    try:
+        result = place_and_route(component, top_name, args.target, args.freq, args.seed)
+    except DoesNotFit as error:
+        print(f"t3: error: {error}", file=sys.stderr)
+        return 1
     for line in result.lines(top_name):
         print(line)
     print(f"{top_name}.{args.target}.seconds: {result.seconds:.0f} s")
@@ -642,19 +647,23 @@ def main(argv=None):
     synth = sub.add_parser("synth", help="place and route a block on an FPGA: resources, "
                                           "Fmax, critical path")
     targets = synth.add_subparsers(dest="target", required=True)
-    ecp5 = targets.add_parser("ecp5", help="a block out of context on an LFE5U-85F, speed "
-                                           "grade 6")
-    synth_sub = ecp5.add_subparsers(dest="block", required=True)
-    for name, (top, add_args, _) in BLOCKS.items():
-        p = synth_sub.add_parser(name, help=f"module {top}")
-        p.add_argument("--freq", type=float, default=100.0, metavar="MHZ",
-                       help="the clock asked of place and route (default 100)")
-        p.add_argument("--seed", type=_int_arg(1), default=1, help="nextpnr's seed")
-        p.add_argument("--json", metavar="FILE", type=_output_arg(".json"),
-                       help="write the figures as JSON")
-        add_args(p)
-        _system_args(p)
-        p.set_defaults(func=cmd_synth)
+    from hw.pnr import TARGETS
+    for target, text in (("ecp5", "a block out of context on an LFE5U-85F, speed grade 6"),
+                         ("hx8k", "a block on an iCE40-HX8K, its ports on two pins"),
+                         ("up5k", "a block on an iCE40-UP5K, its ports on two pins")):
+        assert target in TARGETS
+        synth_sub = targets.add_parser(target, help=text).add_subparsers(dest="block",
+                                                                         required=True)
+        for name, (top, add_args, _) in BLOCKS.items():
+            p = synth_sub.add_parser(name, help=f"module {top}")
+            p.add_argument("--freq", type=float, default=100.0, metavar="MHZ",
+                           help="the clock asked of place and route (default 100)")
+            p.add_argument("--seed", type=_int_arg(1), default=1, help="nextpnr's seed")
+            p.add_argument("--json", metavar="FILE", type=_output_arg(".json"),
+                           help="write the figures as JSON")
+            add_args(p)
+            _system_args(p)
+            p.set_defaults(func=cmd_synth)
 
     p = targets.add_parser("board", help="the ULX3S-85F board's bitstream: two GPUs in a "
                                          "ring and a serial port (docs/fpga.md)")

@@ -192,3 +192,14 @@ def test_board_run_names_a_port_it_cannot_open(capsys):
     err = capsys.readouterr().err
     assert err.startswith("t3: error: cannot open serial port /dev/t3-no-such-port:")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_synth_says_in_one_line_when_a_block_does_not_fit(monkeypatch, capsys):
+    from hw.pnr import DoesNotFit
+
+    def place_and_route(component, top, target, freq, seed):
+        raise DoesNotFit(f"{top} does not fit the iCE40-UP5K (SG48): no ICESTORM_LC left")
+    monkeypatch.setattr("hw.pnr.place_and_route", place_and_route)
+    assert main(["synth", "up5k", "tracker"]) == 1
+    assert capsys.readouterr().err == ("t3: error: t3_tracker does not fit the iCE40-UP5K "
+                                       "(SG48): no ICESTORM_LC left\n")

@@ -4,7 +4,8 @@ The blocks' own figures are in ``docs/fpga.md`` (``t3 synth ecp5 BLOCK``)."""
 import pytest
 
 from hw.params import T3Params
-from hw.pnr import place_and_route
+from hw.pipeline import SkidBuffer
+from hw.pnr import DoesNotFit, PinWrapper, place_and_route
 from system.link import LinkModel
 
 
@@ -22,9 +23,32 @@ def test_place_and_route_reports_fmax_resources_and_the_critical_path():
     assert lines[0].startswith("t3_link.ecp5.fmax.clk: ")
 
 
+def test_ice40_places_a_block_on_two_pins():
+    """nextpnr-ice40 has no out-of-context mode: the block sits in a PinWrapper, and every
+    one of its ports stays live (a port optimised away would flatter the figures)."""
+    from benchmarks.synth import synth_cells
+    result = place_and_route(LinkModel(T3Params(), latency=4, num=3, den=80), "t3_link",
+                             "hx8k", freq_mhz=50)
+    achieved, asked = result.fmax["clk"]
+    assert asked == 50 and 1000 / achieved == pytest.approx(result.path_ns, rel=0.05)
+    assert result.utilization["SB_IO"][0] == 4         # clk, rst, sin, sout
+    assert 0 < result.utilization["ICESTORM_LC"][0] <= result.utilization["ICESTORM_LC"][1]
+    cells = synth_cells(PinWrapper(SkidBuffer(100)), "t3_skid", "ice40")
+    flops = sum(n for cell, n in cells.items() if cell.startswith("SB_DFF"))
+    # one per input bit (payload, valid, ready), the skid buffer's two beats and valids, the
+    # shift's 5-bit phase and sout: nothing merged, nothing dropped
+    assert flops == 102 + 2 * 101 + 5 + 1
+
+
+def test_a_design_too_large_for_the_device_is_refused_by_name():
+    with pytest.raises(DoesNotFit, match=r"^t3_skid does not fit the iCE40-UP5K \(SG48\): no "
+                                         r"ICESTORM_LC left \(Yosys: \d+ SB_DFFESR, "):
+        place_and_route(SkidBuffer(2000), "t3_skid", "up5k")
+
+
 def test_place_and_route_refuses_bad_arguments():
     link = None                     # refused before the component is looked at
-    with pytest.raises(ValueError, match="target must be one of ecp5, not 'xc7'"):
+    with pytest.raises(ValueError, match="target must be one of ecp5, hx8k, up5k, not 'xc7'"):
         place_and_route(link, "t3_link", "xc7")
     with pytest.raises(ValueError, match="freq_mhz must be a number in \\(0, 1000\\], not 0"):
         place_and_route(link, "t3_link", "ecp5", freq_mhz=0)
