@@ -6,10 +6,11 @@ period (``docs/fpga.md``): a path that leaves one block's registers, crosses ano
 decision logic and ends in a third block's registers does not close timing however short its
 logic is.  :class:`SkidBuffer` registers both directions of a stream — ``o.valid`` and
 ``o.payload`` come from registers, and so does ``i.ready`` — so that neither side's logic
-sees the other's in the same cycle.
+sees the other's in the same cycle, and the consumer's ``o.ready`` reaches a few flip-flops,
+not the enable of every payload bit.
 """
 
-from amaranth import Module, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -18,7 +19,7 @@ __all__ = ["SkidBuffer"]
 
 
 class SkidBuffer(wiring.Component):
-    """A two-entry register slice: one beat per cycle, every output a register.
+    """A two-entry register slice: one beat per cycle, every handshake signal a register.
 
     Parameters
     ----------
@@ -28,18 +29,20 @@ class SkidBuffer(wiring.Component):
     Ports
     -----
     i : In(stream.Signature(shape))
-        ``i.ready`` is a register: high unless the spare (skid) register holds a beat.
+        ``i.ready`` is a register: high unless both entries hold a beat.
     o : Out(stream.Signature(shape))
-        ``o.valid`` and ``o.payload`` are registers.
+        ``o.valid`` is a register; ``o.payload`` is one of the two entry registers (a 2:1
+        multiplexer after them).
 
     Timing
     ------
-    A beat taken on ``i`` in cycle ``c`` is offered on ``o`` from cycle ``c + 1``.  When ``o``
-    stalls, the beat taken in that cycle (``i.ready`` was high) goes to the skid register and
-    ``i.ready`` drops the next cycle; when ``o`` moves again the skid's beat goes first.  With
-    ``o.ready`` held high, one beat passes per cycle.  Beats leave in the order they came; none
-    is dropped or duplicated (it is a two-entry FIFO: :class:`collections.deque` is its model in
-    ``tests/test_pipeline.py``).
+    A beat taken on ``i`` in cycle ``c`` is offered on ``o`` from cycle ``c + 1``.  The two
+    entries are written in turn and read in turn (a two-entry ring), so ``o.ready`` reaches
+    only the read pointer and the count — not the enable of every payload flip-flop, which on
+    an FPGA is a net of hundreds of loads: the consumer's ready logic, however deep, ends a
+    few flip-flops away.  With ``o.ready`` held high, one beat passes per cycle.  Beats leave
+    in the order they came; none is dropped or duplicated (it is a two-entry FIFO:
+    :class:`collections.deque` is its model in ``tests/test_pipeline.py``).
     """
 
     def __init__(self, shape):
@@ -47,16 +50,23 @@ class SkidBuffer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        skid_valid = Signal()
-        skid = Signal.like(self.i.payload)
+        entries = [Signal.like(self.i.payload, name=f"entry{k}") for k in range(2)]
+        write, read = Signal(), Signal()       # the entry written next, read next
+        count = Signal(range(3))
         take = self.i.valid & self.i.ready
-        move = ~self.o.valid | self.o.ready            # the output register takes a beat
-        m.d.comb += self.i.ready.eq(~skid_valid)
-        with m.If(move):
-            with m.If(skid_valid):
-                m.d.sync += [self.o.valid.eq(1), self.o.payload.eq(skid), skid_valid.eq(0)]
+        give = self.o.valid & self.o.ready
+        m.d.comb += [
+            self.i.ready.eq(count != 2),
+            self.o.valid.eq(count != 0),
+            self.o.payload.eq(Mux(read, entries[1], entries[0])),
+        ]
+        with m.If(take):
+            m.d.sync += write.eq(~write)
+            with m.If(write):
+                m.d.sync += entries[1].eq(self.i.payload)
             with m.Else():
-                m.d.sync += [self.o.valid.eq(take), self.o.payload.eq(self.i.payload)]
-        with m.Elif(take):
-            m.d.sync += [skid_valid.eq(1), skid.eq(self.i.payload)]
+                m.d.sync += entries[0].eq(self.i.payload)
+        with m.If(give):
+            m.d.sync += read.eq(~read)
+        m.d.sync += count.eq(count + take - give)
         return m

@@ -54,8 +54,9 @@ class ArbiterParams:
     Parameters
     ----------
     depth : int
-        Entries of the DRAM command queue (MCQ), 2 to 1024.  The paper's thresholds (5, 10, 30,
-        no limit) suggest a queue deeper than 30: default 64.
+        Entries of the DRAM command queue (MCQ), 4 to 1024 (block RAM of ``depth - 1``
+        entries and an output register).  The paper's thresholds (5, 10, 30, no limit) suggest
+        a queue deeper than 30: default 64.
     calib_rows : int
         Rows of the calibration table, 2 to 8.
     """
@@ -63,7 +64,7 @@ class ArbiterParams:
     calib_rows: int = 4
 
     def __post_init__(self):
-        check_int("depth", self.depth, 2, 1024)
+        check_int("depth", self.depth, 4, 1024)
         check_int("calib_rows", self.calib_rows, 2, 8)
 
     @property

@@ -4,7 +4,8 @@ The arbitration decision is a function of the state at the start of a cycle and 
 inputs (``compute.valid``, ``comm.valid``, ``tap.ready``, ``o.ready``, ``drain``, calibration
 marks), so the model steps one cycle at a time on the same inputs the RTL saw and must make the
 same decision in every cycle.  It also keeps the MCQ's contents, so that the order of ``o`` and
-the per-stream occupancy follow.
+the per-stream occupancy follow: an entry enqueued in cycle ``c`` can leave from cycle
+``c + 2`` (the MCQ is block RAM with a synchronous read and an output register).
 """
 
 import collections
@@ -13,7 +14,11 @@ import dataclasses
 from .config import ArbiterParams, DEFAULT_CALIBRATION, Policy
 
 
-__all__ = ["ArbiterModel", "CycleInputs", "check_arbiter_run"]
+__all__ = ["ArbiterModel", "CycleInputs", "check_arbiter_run", "MCQ_LATENCY"]
+
+
+#: Cycles from a request's enqueue to the first cycle it can leave on ``o``.
+MCQ_LATENCY = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +50,8 @@ class ArbiterModel:
         self.calibration = calibration or DEFAULT_CALIBRATION(aparams)
         self.auto_threshold = auto_threshold
         self.queue = collections.deque()       # (stream, item)
+        self.leaves_from = collections.deque()  # the first cycle each entry can be on ``o``
+        self.cycle = 0
         self.last_comm = False
         self.starve = 0
         self.draining = False
@@ -134,10 +141,12 @@ class ArbiterModel:
         self.calibrating = new_calibrating
         self.run_sum, self.run_cycles = self.run_sum_next, self.run_cycles_next
         # the edge: dequeue the head (if o.ready), enqueue the issued request
-        if self.queue and x.o_ready:
+        if self.queue and self.leaves_from[0] <= self.cycle and x.o_ready:
             self.dequeued.append(self.queue.popleft())
+            self.leaves_from.popleft()
         if issued is not None:
             self.queue.append((issued, compute_item if issued == "compute" else comm_item))
+            self.leaves_from.append(self.cycle + MCQ_LATENCY)
             self.last_comm = issued == "comm"
         if issued == "comm" or not x.comm_valid:
             self.starve = 0
@@ -146,6 +155,7 @@ class ArbiterModel:
         self.draining = x.drain or (self.draining and x.comm_valid)
         if self.policy == 3:
             self.bad_policy = True
+        self.cycle += 1
         return issued
 
     def lookup(self, total, cycles):

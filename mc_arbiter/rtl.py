@@ -3,7 +3,7 @@ DRAM command queue (MCQ) (paper section 4.5; ``docs/design.md`` section 7)."""
 
 from amaranth import Const, Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
-from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from hw.csr import accumulate, count, csr_signature
@@ -93,9 +93,13 @@ class MCArbiter(wiring.Component):
         a cycle where ``tap.ready`` is high; tie it high when nothing observes.
     o : Out(stream.Signature(mem_request_layout(params)))
         The head of the MCQ, towards the DRAM.  ``stream`` is set from the port the request came
-        in on, whatever the requester wrote there.
+        in on, whatever the requester wrote there.  The MCQ is block RAM with a synchronous
+        read port (``depth - 1`` entries) and an output register (one entry): a request
+        enqueued in cycle ``c`` is offered on ``o`` from cycle ``c + 2``; the queue then gives
+        one request per cycle.  ``o.valid`` is a register; ``o.payload`` is the RAM's output.
     occupancy : Out(range(depth + 1))
-        MCQ entries (registered: the count at the start of the cycle).
+        MCQ entries, the output register's included (registered: the count at the start of
+        the cycle).
     drain : In(1)
         Producer-kernel boundary: from this cycle, communication is issued first and regardless
         of the threshold, until the communication input is empty (``comm.valid`` low with
@@ -157,7 +161,8 @@ class MCArbiter(wiring.Component):
         p, ap, regs = self.params, self.aparams, self.regs
         layout = mem_request_layout(p)
 
-        m.submodules.mcq = mcq = SyncFIFO(width=layout.size, depth=ap.depth)
+        # block RAM with a synchronous read port (depth - 1 entries) and an output register
+        m.submodules.mcq = mcq = SyncFIFOBuffered(width=layout.size, depth=ap.depth)
         m.submodules.policy = core = ArbiterPolicy(ap)
 
         # --- Registers ---------------------------------------------------------------------

@@ -31,7 +31,7 @@ def check_arbiter(aparams, settings, n=300, c_gap=0.3, m_gap=0.3, tap_stall=0.1,
 
 
 @pytest.mark.parametrize("policy", list(Policy))
-@pytest.mark.parametrize("depth", [2, 8, 33])
+@pytest.mark.parametrize("depth", [4, 8, 33])
 def test_random_traffic_matches_the_model(policy, depth):
     aparams = ArbiterParams(depth=depth)
     run = check_arbiter(aparams, dict(policy=policy, threshold=min(4, depth), starve_limit=6),
@@ -127,5 +127,5 @@ def test_configuration_refused(kwargs, message):
 
 
 def test_arbiter_params_refused():
-    with pytest.raises(ValueError, match=r"^depth must be an integer from 2 to 1024, not 1$"):
-        ArbiterParams(depth=1)
+    with pytest.raises(ValueError, match=r"^depth must be an integer from 4 to 1024, not 3$"):
+        ArbiterParams(depth=3)
