@@ -174,7 +174,9 @@ def place_and_route(component, top, target="ecp5", freq_mhz=100, seed=1, timeout
             # nextpnr exits 1 when the asked clock is missed but still writes its report
             if run.returncode and not (command is steps[1] and Path(tmp, "report.json").exists()):
                 log = run.stdout + run.stderr
-                full = re.search(r"no BELs remaining to implement cell type '(\w+)'", log)
+                # the two ways nextpnr says it ran out: detailed and analytic placement
+                full = (re.search(r"no BELs remaining to implement cell type '(\w+)'", log) or
+                        re.search(r"Failed to expand region .* of \d+ (\w+?)s\b", log))
                 if full:
                     raise DoesNotFit(f"{top} does not fit the {t.device}: no {full[1]} left "
                                      f"(Yosys: {_cell_summary(Path(tmp, 'stat.json'))})")

@@ -138,7 +138,9 @@ class GPUNode(wiring.Component):
         register; a request enters the arbiter (or the egress queue) 1 cycle after its
         handshake.  Every stream between two blocks passes a :class:`hw.pipeline.SkidBuffer`
         (the compute port before the decoder, egress queue → DMA, DMA → arbiter, arbiter
-        ``tap`` → Tracker): one beat a cycle, every path between blocks registered.
+        ``tap`` → Tracker, MCQ → NMC unit, NMC unit → the response router): one beat a cycle,
+        every path between blocks registered; a read's response comes 2 cycles later than
+        the NMC unit alone gives it.
     resp : Out(stream.Signature(memory response))
         One response per local compute request, in order (``data`` for reads).
     comm_done : Out(1)
@@ -259,27 +261,33 @@ class GPUNode(wiring.Component):
         connect(m, arbiter.tap, tracker_in.i)
         connect(m, tracker_in.o, tracker.i)
         connect(m, tracker.o, dma.trig)
-        connect(m, arbiter.o, nmc.cmd)
+        # the MCQ's LUT-RAM read and the NMC unit's command checks were one path (54.5 MHz)
+        m.submodules.cmd_in = cmd_in = SkidBuffer(layout)
+        connect(m, arbiter.o, cmd_in.i)
+        connect(m, cmd_in.o, nmc.cmd)
         connect(m, dma.tx, wiring.flipped(self.tx))
         connect(m, wiring.flipped(self.rx), dma.rx)
 
         # --- responses: CUs, DMA reads, completed communication writes ------------------------
-        r = nmc.resp.payload
+        m.submodules.resp_out = resp_out = SkidBuffer(nmc.resp.payload.shape())
+        connect(m, nmc.resp, resp_out.i)
+        resp = resp_out.o
+        r = resp.payload
         is_comm = r.stream == Stream.COMM
         is_read = r.op == Op.READ
         m.d.comb += [
             self.resp.payload.eq(r),
             dma.resp.payload.eq(r),
-            self.resp.valid.eq(nmc.resp.valid & ~is_comm),
-            dma.resp.valid.eq(nmc.resp.valid & is_comm & is_read),
-            self.comm_done.eq(nmc.resp.valid & is_comm & ~is_read),
+            self.resp.valid.eq(resp.valid & ~is_comm),
+            dma.resp.valid.eq(resp.valid & is_comm & is_read),
+            self.comm_done.eq(resp.valid & is_comm & ~is_read),
         ]
         with m.If(~is_comm):
-            m.d.comb += nmc.resp.ready.eq(self.resp.ready)
+            m.d.comb += resp.ready.eq(self.resp.ready)
         with m.Elif(is_read):
-            m.d.comb += nmc.resp.ready.eq(dma.resp.ready)
+            m.d.comb += resp.ready.eq(dma.resp.ready)
         with m.Else():
-            m.d.comb += nmc.resp.ready.eq(1)
+            m.d.comb += resp.ready.eq(1)
         count(m, cnt["comm_writes"], self.comm_done, 0)
         count(m, cnt["compute_resps"], self.resp.valid & self.resp.ready, 0)
         return m
