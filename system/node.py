@@ -156,7 +156,8 @@ class GPUNode(wiring.Component):
         the GPU side; reads as zero when nothing is connected.
     arb_drain, arb_calib_start, arb_calib_end : In(1)
         Kernel-boundary strobes from the GPU side, OR-ed with the ``ctrl`` register's: the
-        producer kernel ended; the calibration window starts; it ends.
+        producer kernel ended; the calibration window starts; it ends.  Registered: the
+        arbiter sees a strobe in the next cycle.
     """
 
     def __init__(self, params: T3Params, nparams: NodeParams = NodeParams(),
@@ -210,7 +211,9 @@ class GPUNode(wiring.Component):
         node_csr = wiring.flipped(decoder.node)
         regs.elaborate(m, node_csr, {"info": {"blocks": len(BLOCK_ORDER),
                                               "window_bits": WINDOW_BITS}, **cnt})
-        m.d.comb += [
+        # registered: a register write's decode and the arbiter's policy into its enqueue were
+        # one path (the node placed at 43.6 MHz); a strobe acts in the next cycle
+        m.d.sync += [
             arbiter.drain.eq(regs.command("ctrl", "drain") | self.arb_drain),
             arbiter.calib_start.eq(regs.command("ctrl", "calib_start") | self.arb_calib_start),
             arbiter.calib_end.eq(regs.command("ctrl", "calib_end") | self.arb_calib_end)]
