@@ -19,7 +19,7 @@
 import sys
 
 from sim.system.compare import CATEGORIES, run_all, speedups
-from sim.system.run import run_config
+from sim.system.run import preset_setup, run_config
 from sim.system.workload import preset
 
 
@@ -80,7 +80,9 @@ def main(sims=None, synth=True, presets=DEFAULT_PRESETS, gpus=4, sizes=(4, 8, 16
                 print(line, flush=True)
     for name in presets:
         spec = preset(name, gpus)           # the TP-8 sub-layer's K kept on 4 GPUs
-        results = run_all(spec, gpus)
+        # the paper rings' memory, engines and link latency: the system's default memory
+        # does not hold the presets' buffers (the driver refuses them)
+        results = run_all(spec, gpus, **preset_setup(spec))
         s = speedups(results)
         ideal = s["Ideal-GEMM-RS-Overlap"][1]
         for config, (cycles, speedup) in s.items():

@@ -227,17 +227,19 @@ class FPAdd(Elaboratable):
         with m.Else():
             m.d.comb += [norm.eq(total[:W] << left), norm_exp.eq(x_exp - left)]
 
-        # settled beside the shift, not after the rounding's carry chain: a zero sum (a result
-        # that is subnormal is exact, so a nonzero one keeps a nonzero mantissa through the
-        # rounding) and whether the exponent overflows, with and without the rounding's carry
-        # (norm_exp >= exp_max, norm_exp >= exp_max - 1).  Those compares read the registers,
-        # not norm_exp: with the add's carry norm_exp is x_exp + 1; without it, x_exp - left,
-        # which reaches x_exp only with no shift (left is 0 iff lz is 0, as x_exp >= 1 and a
-        # shift capped at x_exp - 1 is 0 only for x_exp = 1, far below the top)
+        # settled beside the shift, not after the rounding's carry chain, and from the stage's
+        # registers, not the shift's or the subtraction's results: a zero sum (a result that
+        # is subnormal is exact, so a nonzero one keeps a nonzero mantissa through the
+        # rounding) is a zero total, as the shift only removes leading zeros (left <= lz);
+        # whether the exponent overflows, with and without the rounding's carry (norm_exp >=
+        # exp_max, norm_exp >= exp_max - 1): with the add's carry norm_exp is x_exp + 1;
+        # without it, x_exp - left, which reaches x_exp only with no shift (left is 0 iff lz
+        # is 0, as x_exp >= 1 and a shift capped at x_exp - 1 is 0 only for x_exp = 1, far
+        # below the top)
         zero = Signal()
         ovf_carry, ovf_plain = Signal(), Signal()
         no_shift = lz == 0
-        m.d.comb += [zero.eq(norm == 0),
+        m.d.comb += [zero.eq(total == 0),
                      ovf_plain.eq(Mux(carry, x_exp >= exp_max - 1, no_shift & (x_exp >= exp_max))),
                      ovf_carry.eq(Mux(carry, x_exp >= exp_max - 2,
                                       no_shift & (x_exp >= exp_max - 1)))]
