@@ -244,8 +244,17 @@ class NMCUnit(wiring.Component):
         clear = regs.command("cmd", "clear")
         alu_error = alu.o.valid & alu.o.payload.error & ~s2_err
         regs.status(m, "status", refused=do_err | alu_error)
+
+        def later(event, name):
+            # the counters count an event in the cycle after it: in a node the command's
+            # decode and the issue decision ran on into the enables of the 32-bit counters
+            # (placed at 42.9 MHz); an event in the cycle before a clear is cleared with it
+            reg = Signal(len(event), name=f"ev_{name}")
+            m.d.sync += reg.eq(event)
+            return reg
+
         # errors: an address error and an ALU error can land in the same cycle
-        accumulate(m, counters["errors"], do_err + alu_error, clear)
+        accumulate(m, counters["errors"], later(do_err + alu_error, "errors"), clear)
         count(m, counters["busy"], self.cmd.valid, clear)
         for s_name, s_code in (("compute", Stream.COMPUTE), ("comm", Stream.COMM)):
             here = do_col & (c.stream == s_code)
@@ -254,5 +263,6 @@ class NMCUnit(wiring.Component):
                                 ("row_conflicts", head_conflict),
                                 ("row_misses", ~head_conflict & head_miss),
                                 ("row_hits", ~head_conflict & ~head_miss)):
-                count(m, counters[f"{name}_{s_name}"], here & event, clear)
+                count(m, counters[f"{name}_{s_name}"], later(here & event, f"{name}_{s_name}"),
+                      clear)
         return m
