@@ -50,8 +50,8 @@ class BoardParams:
     driver refuses a GEMM whose tiles could fill a set), the engines' ``engine`` geometry, links of ``link_latency``
     cycles and ``link_num / link_den`` beats per cycle, a ``clock_hz`` clock and a serial port of
     ``baud`` bits per second.  The defaults fit an LFE5U-85F: two GPUs with fp16 ALUs, 32 KiB of
-    HBM model, a two-way Tracker (8 ways take 3,400 more LUTs a GPU; the board's GEMM needs
-    one) and a 512-beat engine memory each, joined by the simulation system's scaled links
+    HBM model, a two-way Tracker (the node's 8 ways are 4,900 LUTs of per-way compares and
+    forwarding; the board's GEMM needs one way) and a 512-beat engine memory each, joined by the simulation system's scaled links
     (64 cycles, 1.2 bytes per cycle: ``sim.system.run.LINK_LATENCY``, ``sim.system.workload.
     LINK_BANDWIDTH``)."""
     gpus: int = 2
