@@ -648,19 +648,21 @@ def main(argv=None):
                                           "Fmax, critical path")
     targets = synth.add_subparsers(dest="target", required=True)
     from hw.pnr import TARGETS
-    for target, text in (("ecp5", "a block out of context on an LFE5U-85F, speed grade 6"),
-                         ("hx8k", "a block on an iCE40-HX8K, its ports on two pins"),
-                         ("up5k", "a block on an iCE40-UP5K, its ports on two pins")):
-        assert target in TARGETS
-        synth_sub = targets.add_parser(target, help=text).add_subparsers(dest="block",
-                                                                         required=True)
+
+    def pnr_args(p):
+        p.add_argument("--seed", type=_int_arg(1), default=1, help="nextpnr's seed")
+        p.add_argument("--json", metavar="FILE", type=_output_arg(".json"),
+                       help="write the figures as JSON")
+
+    for target, t in TARGETS.items():
+        how = "its ports on two pins" if t.wrap else "out of context"
+        synth_sub = targets.add_parser(target, help=f"a block on an {t.device}, {how}") \
+            .add_subparsers(dest="block", required=True)
         for name, (top, add_args, _) in BLOCKS.items():
             p = synth_sub.add_parser(name, help=f"module {top}")
             p.add_argument("--freq", type=float, default=100.0, metavar="MHZ",
                            help="the clock asked of place and route (default 100)")
-            p.add_argument("--seed", type=_int_arg(1), default=1, help="nextpnr's seed")
-            p.add_argument("--json", metavar="FILE", type=_output_arg(".json"),
-                           help="write the figures as JSON")
+            pnr_args(p)
             add_args(p)
             _system_args(p)
             p.set_defaults(func=cmd_synth)
@@ -669,9 +671,7 @@ def main(argv=None):
                                          "ring and a serial port (docs/fpga.md)")
     p.add_argument("--out", required=True, metavar="DIR", type=_folder_arg,
                    help="output folder (made if missing): t3_board.bit and the build's files")
-    p.add_argument("--seed", type=_int_arg(1), default=1, help="nextpnr's seed")
-    p.add_argument("--json", metavar="FILE", type=_output_arg(".json"),
-                   help="write the figures as JSON")
+    pnr_args(p)
     _board_args(p)
     p.set_defaults(func=cmd_synth_board)
 
