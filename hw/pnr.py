@@ -64,8 +64,10 @@ class PinWrapper(wiring.Component):
     input bit of ``inner`` is a flip-flop of a shift register fed from ``sin`` (a register
     per bit, as a port driven from another block's register would be), and ``sout`` is the XOR
     of every output bit, registered.  Nothing of ``inner`` can be optimised away, and its
-    paths start and end at registers as they would inside a design.  The figures include the
-    shift register (one flip-flop per input bit) and the XOR tree."""
+    paths start and end at registers as they would inside a design — except that an output
+    that is combinational in ``inner`` (a ``ready``) reaches its register through the XOR
+    tree's few LUT levels, which makes such a path's figure pessimistic.  The figures include
+    the shift register (one flip-flop per input bit) and the XOR tree."""
 
     def __init__(self, inner):
         self.inner = inner

@@ -139,8 +139,9 @@ class GPUNode(wiring.Component):
         handshake.  Every stream between two blocks passes a :class:`hw.pipeline.SkidBuffer`
         (the compute port before the decoder, egress queue → DMA, DMA → arbiter, arbiter
         ``tap`` → Tracker, MCQ → NMC unit, NMC unit → the response router): one beat a cycle,
-        every path between blocks registered; a read's response comes 2 cycles later than
-        the NMC unit alone gives it.
+        every path between blocks registered; a read's response returns 3 cycles later than
+        the arbiter and the NMC unit alone give it (the compute port's, the MCQ → NMC and
+        the NMC → router slices).
     resp : Out(stream.Signature(memory response))
         One response per local compute request, in order (``data`` for reads).
     comm_done : Out(1)
