@@ -145,6 +145,22 @@ def test_a_bad_step_is_skipped_and_latched():
     assert stats["status"] == STATUS.encode(bad_step=1, done=1)
 
 
+@pytest.mark.parametrize("formats", [(ElemType.FP16,), ()])
+def test_an_add_without_its_adders_is_skipped_and_latched(formats):
+    """An engine built without fp32 adders (the board's have none) refuses an fp32 add step
+    rather than storing ``x`` as if it were ``x + y``; a copy step of the same type runs."""
+    dut = CUEngine(P, EP, formats=formats)
+    steps = [Step(1, 0x1000, 0x2000, y=0x3000), Step(1, 0x1000, 0x2040)]
+    regs = [("mode", dut.regs["mode"].encode(kernel=Kernel.STEPS, etype=ElemType.FP32.value)),
+            ("prog_base", 0), ("prog_count", 2), ("remote_space", REMOTE_SPACE)]
+    load = [(PROG + i, pack_step(P, s)) for i, s in enumerate(steps)]
+    env = EngineEnv(P, {0x1000: 7, 0x3000: 9}, REMOTE_SPACE)
+    _, stats, _, _ = simulate_engine(dut, env, regs, load)
+    assert [req["addr"] for _, req in env.requests] == [0x1000, 0x2040]
+    assert 0x2000 not in env.memory and env.memory[0x2040] == 7
+    assert stats["status"] == STATUS.encode(bad_step=1, done=1)
+
+
 # --- the exported Verilog under cocotb ------------------------------------------------------------
 
 @pytest.mark.cocotb

@@ -130,7 +130,8 @@ CTRL = Reg("ctrl", None, "wo", "write 1 to act", fields=(
 STATUS = Reg("status", None, "w1c", "errors and state", fields=(
     Field("resp_error", doc="a response came back with its error flag"),
     Field("unexpected", doc="a response came that no request awaited (ignored)"),
-    Field("bad_step", doc="a step with `n` of 0 or above `buffer_beats` (skipped)"),
+    Field("bad_step", doc="a step with `n` of 0 or above `buffer_beats`, or an add (`y`) in an "
+                          "element type the engine has no adders for (skipped)"),
     Field("busy", lsb=8, live=True, doc="a kernel runs"),
     Field("done", live=True, doc="the last kernel has finished (until the next start)")))
 

@@ -414,7 +414,10 @@ class CUEngine(wiring.Component):
                 m.next = "WAIT"
                 restart()
             with m.State("WAIT"):
-                bad = (sd.n == 0) | (sd.n > ep.buffer_beats)
+                # an add in a type without adders: the ALU would refuse it and hand back x
+                no_adder = sd.has_y & ~mode.etype.matches(*self.formats) \
+                    if self.formats else sd.has_y
+                bad = (sd.n == 0) | (sd.n > ep.buffer_beats) | no_adder
                 with m.If(bad):
                     m.d.comb += ev["bad_step"].eq(1)
                     m.d.sync += step_idx.eq(step_idx + 1)
