@@ -22,9 +22,9 @@ __all__ = ["NearBankALU", "alu_in_layout", "alu_out_layout", "LATENCY"]
 #: Pipeline registers inside each floating-point adder (:class:`nmc.fpadd.FPAdd`).
 FP_LATENCY = 5
 
-#: Cycles from an input handshake to its result on ``o`` (with ``o.ready`` high): the adders'
-#: five stages and the output register (``nmc.fpadd.FPAdd`` at latency 5).
-LATENCY = FP_LATENCY + 1
+#: Cycles from an input handshake to its result on ``o`` (with ``o.ready`` high): the input
+#: registers, the adders' five stages (``nmc.fpadd.FPAdd`` at latency 5) and the output register.
+LATENCY = FP_LATENCY + 2
 
 
 def alu_in_layout(params: T3Params):
@@ -39,7 +39,7 @@ def alu_out_layout(params: T3Params):
 
 
 class NearBankALU(wiring.Component):
-    """Op-and-store on one beat per cycle, in a pipeline of ``LATENCY`` = 6 stages.
+    """Op-and-store on one beat per cycle, in a pipeline of ``LATENCY`` = 7 stages.
 
     ``etypes`` lists the element types that get adders (all four by default); an ``UPDATE`` of
     another type is refused like a split element.
@@ -54,11 +54,15 @@ class NearBankALU(wiring.Component):
 
     Timing
     ------
-    Stage 1 (the input cycle): the mask checks, the ``STORE`` merge, the int32 sums and the
-    adders' magnitude compare and swap; stage 2: the adders' alignment shift; stage 3: their
-    magnitude add and leading-zero count; stage 4: their normalising shift; stage 5: their
-    rounding and choice of special results (NaN, infinity, zero); stage 6: the choice of the
-    element type's sums, the lane merge, and the output register.  A result is
+    Stage 0 (the input cycle): the input registered, nothing computed — the command's fields
+    and both beats once for the byte merge, and the two beats again for each element type's
+    lanes, loaded only by an input of that type (a beat feeds 40 adders; from one register
+    its wires spread over the adders' area: on an FPGA the fan-out, not the logic, set the
+    first stage's delay); stage 1: the mask checks, the ``STORE`` merge, the int32 sums and
+    the adders' magnitude compare and swap; stage 2: the adders' alignment shift; stage 3:
+    their magnitude add and leading-zero count; stage 4: their normalising shift; stage 5:
+    their rounding and choice of special results (NaN, infinity, zero); stage 6: the choice
+    of the element type's sums, the lane merge, and the output register.  A result is
     valid on ``o`` ``LATENCY`` cycles after its input handshake; one input is taken every
     cycle while ``o.ready`` is high.  The whole pipeline moves together: ``i.ready`` =
     ``~o.valid | o.ready``, and nothing moves while ``o`` holds an unaccepted result.
@@ -75,10 +79,22 @@ class NearBankALU(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p = self.params
-        req = self.i.payload
-        old, new, mask = req.old, req.data, req.mask
         advance = Signal()
         m.d.comb += [advance.eq(~self.o.valid | self.o.ready), self.i.ready.eq(advance)]
+
+        # --- stage 0: the input registered -----------------------------------------------------
+        req = Signal(alu_in_layout(p))
+        valid = Signal()
+        with m.If(advance):
+            m.d.sync += [req.eq(self.i.payload), valid.eq(self.i.valid)]
+        old, new, mask = req.old, req.data, req.mask
+        operands = {}
+        for etype in self.etypes:
+            # each type's own copy (its own load enable: Yosys cannot merge the copies)
+            pair = Signal(2 * p.beat_bits, name=f"operands_{etype.name.lower()}")
+            with m.If(advance & self.i.valid & (self.i.payload.etype == etype)):
+                m.d.sync += pair.eq(Cat(self.i.payload.old, self.i.payload.data))
+            operands[etype] = (pair[:p.beat_bits], pair[p.beat_bits:])
 
         def delay(value, name, cycles=FP_LATENCY):
             """``value`` as it was ``cycles`` advances ago (the adders' depth)."""
@@ -110,8 +126,9 @@ class NearBankALU(wiring.Component):
                 continue
             bits = 8 * ELEM_BYTES[etype]
             lanes = []
+            lane_old, lane_new = operands[etype]
             for k in range(p.beat_bits // bits):
-                a, b = old[k * bits:(k + 1) * bits], new[k * bits:(k + 1) * bits]
+                a, b = lane_old[k * bits:(k + 1) * bits], lane_new[k * bits:(k + 1) * bits]
                 if fmt is None:
                     lane = Signal(bits, name=f"int32_{k}")
                     m.d.comb += lane.eq(a + b)                     # wraps
@@ -125,7 +142,7 @@ class NearBankALU(wiring.Component):
                 lanes.append(lane)
             sums[etype] = Cat(*lanes)
 
-        valid = delay(self.i.valid, "valid")
+        valid = delay(valid, "valid")
         etype = delay(req.etype.as_value(), "etype")
         take_sum = delay(take_sum, "take_sum")
         passthrough = delay(passthrough, "passthrough")

@@ -14,9 +14,9 @@ __all__ = ["WRITE_DELAY", "HBMTiming", "NMCParams", "decode", "nmc_registers", "
 
 
 #: Cycles from a column command to its write landing in the storage (and its response entering
-#: the response FIFO): the read, the read data's register, the ALU's five stages
-#: (``nmc.alu.LATENCY``).  A command reading that beat earlier waits (the atomicity stall).
-WRITE_DELAY = _ALU_LATENCY + 2
+#: the response FIFO): the read, then the ALU's seven stages (``nmc.alu.LATENCY``; the first
+#: registers the read data).  A command reading that beat earlier waits (the atomicity stall).
+WRITE_DELAY = _ALU_LATENCY + 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,8 +26,8 @@ class HBMTiming:
     ``CCDWL`` is the column-to-column delay in one bank group after an op-and-store: the paper's
     Table 1 has CCDWL = 4 with CCDL = 2; the ratio is kept (8 with CCD_L 4).  ``CL`` is also the
     delay from a column command to its response, for every command; it must cover the unit's
-    read-add-write pipeline (8 cycles: read, the read data registered, the ALU's five stages,
-    write and queue the response).
+    read-add-write pipeline (8 cycles: read, the ALU's seven stages (the first registers the
+    read data), write and queue the response).
     """
     CL: int = 14
     RCD: int = 14

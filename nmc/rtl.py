@@ -49,7 +49,7 @@ class NMCUnit(wiring.Component):
     * Other row open (conflict): PRE when the row has been open RAS cycles, then as a miss.
     * Atomicity (stall): a command that reads a beat written by a column command of the last
       ``WRITE_DELAY - 1`` = 7 cycles waits (a write lands ``nmc.config.WRITE_DELAY`` = 8 cycles
-      after its column command: the read, its output register, the ALU's six stages; the
+      after its column command: the read, the ALU's seven stages; the
       storage's read port is transparent to its write port).  A later command to the same
       address sits in the same bank group: after an op-and-store CCDWL (8) spaces it enough;
       after a ``STORE``, CCD_L (4) does not, and a command to the same beat 4 cycles later
@@ -178,30 +178,27 @@ class NMCUnit(wiring.Component):
             m.d.sync += [recent_write[k].eq(recent_write[k - 1]),
                          recent_beat[k].eq(recent_beat[k - 1])]
 
-        # --- pipeline: read (t), the read data registered (t+1), the ALU (t+2 ..
-        # t+ALU_LATENCY+1), write and queue the response (t+WRITE_DELAY) ------------------------
-        # (the block RAM's output takes most of a cycle on an FPGA: nothing else follows it)
+        # --- pipeline: read (t), the ALU from the read data (t+1 .. t+ALU_LATENCY), write and
+        # queue the response (t+WRITE_DELAY) --------------------------------------------------------
+        # (the block RAM's output takes most of a cycle on an FPGA: nothing but the ALU's input
+        # registers follows it)
         m.d.comb += [rd.addr.eq(beat), rd.en.eq(1)]
         s0 = Signal(mem_request_layout(p))
         s0_valid, s0_err = Signal(), Signal()
         m.d.sync += [s0_valid.eq(issue), s0_err.eq(do_err), s0.eq(c)]
-        s1 = Signal(mem_request_layout(p))
-        s1_valid, s1_err = Signal(), Signal()
-        old = Signal(p.beat_bits)
-        m.d.sync += [s1_valid.eq(s0_valid), s1_err.eq(s0_err), s1.eq(s0), old.eq(rd.data)]
         m.d.comb += [
-            alu.i.valid.eq(s1_valid),
-            alu.i.payload.old.eq(old),
-            alu.i.payload.data.eq(s1.data),
-            alu.i.payload.mask.eq(s1.mask),
-            alu.i.payload.op.eq(Mux(s1_err, Op.READ, s1.op)),
-            alu.i.payload.etype.eq(s1.etype),
+            alu.i.valid.eq(s0_valid),
+            alu.i.payload.old.eq(rd.data),
+            alu.i.payload.data.eq(s0.data),
+            alu.i.payload.mask.eq(s0.mask),
+            alu.i.payload.op.eq(Mux(s0_err, Op.READ, s0.op)),
+            alu.i.payload.etype.eq(s0.etype),
             alu.o.ready.eq(1),
         ]
-        s2, s2_err = s1, s1_err      # the command whose result leaves the ALU now
+        s2, s2_err = s0, s0_err      # the command whose result leaves the ALU now
         for k in range(ALU_LATENCY):
-            later = Signal(mem_request_layout(p), name=f"s{k + 2}")
-            later_err = Signal(name=f"s{k + 2}_err")
+            later = Signal(mem_request_layout(p), name=f"s{k + 1}")
+            later_err = Signal(name=f"s{k + 1}_err")
             m.d.sync += [later.eq(s2), later_err.eq(s2_err)]
             s2, s2_err = later, later_err
         s2_write = alu.o.valid & ~s2_err & ((s2.op == Op.STORE) | (s2.op == Op.UPDATE))
