@@ -45,17 +45,23 @@ READ_LATENCY = 4
 @dataclasses.dataclass(frozen=True)
 class BoardParams:
     """What the board builds: ``gpus`` GPUs in a ring on one chip (each a node and its traffic
-    engine, ALUs for ``formats`` only), ``memory_rows`` rows per bank (``rows`` of
+    engine, near-bank ALUs for ``formats`` only, the engines' step adders for
+    ``engine_formats`` only), ``memory_rows`` rows per bank (``rows`` of
     :class:`nmc.config.NMCParams`), a Tracker of ``tracker_ways`` ways (the node's 64 sets; the
     driver refuses a GEMM whose tiles could fill a set), the engines' ``engine`` geometry, links of ``link_latency``
     cycles and ``link_num / link_den`` beats per cycle, a ``clock_hz`` clock and a serial port of
-    ``baud`` bits per second.  The defaults fit an LFE5U-85F: two GPUs with fp16 ALUs, 32 KiB of
+    ``baud`` bits per second.  The defaults fit an LFE5U-85F: two GPUs with fp16 near-bank
+    ALUs and no step adders in the engines (the board runs T3, whose reduce-scatter adds in
+    the near-bank ALUs; a step adder is 6,800 LUTs a GPU, and with them the board filled 95 %
+    of the chip and did not route — ``sequential``, whose reduce-scatter adds on the engines,
+    is refused unless ``engine_formats`` names the GEMM's type), 32 KiB of
     HBM model, a two-way Tracker (the node's 8 ways are 4,900 LUTs of per-way compares and
     forwarding; the board's GEMM needs one way) and a 512-beat engine memory each, joined by the simulation system's scaled links
     (64 cycles, 1.2 bytes per cycle: ``sim.system.run.LINK_LATENCY``, ``sim.system.workload.
     LINK_BANDWIDTH``)."""
     gpus: int = 2
     formats: tuple = ("fp16",)
+    engine_formats: tuple = ()
     memory_rows: int = 2
     tracker_ways: int = 2
     engine: EngineParams = EngineParams(local_beats=512, slots=4, buffer_beats=64, pending=64)
@@ -72,6 +78,10 @@ class BoardParams:
         check_int("clock_hz", self.clock_hz, 1_000_000, 500_000_000)
         check_int("baud", self.baud, 1_200, self.clock_hz // 4)
         object.__setattr__(self, "formats", tuple(self.formats))
+        object.__setattr__(self, "engine_formats", tuple(self.engine_formats))
+        if any(f not in self.formats for f in self.engine_formats):
+            raise ValueError(f"engine_formats {self.engine_formats!r} must be among formats "
+                             f"{self.formats!r}")
         check_ring(self.nparams, self.gpus, self.link_latency, self.link_num, self.link_den)
         error = abs(self.clock_hz / self.divisor - self.baud) / self.baud
         if error > 0.02:
@@ -84,17 +94,24 @@ class BoardParams:
 
     def to_dict(self):
         return dict(dataclasses.asdict(self), formats=list(self.formats),
-                    engine=self.engine.to_dict())
+                    engine_formats=list(self.engine_formats), engine=self.engine.to_dict())
 
     @classmethod
     def from_dict(cls, d):
-        return cls(**dict(d, engine=EngineParams(**d["engine"]), formats=tuple(d["formats"])))
+        return cls(**dict(d, engine=EngineParams(**d["engine"]), formats=tuple(d["formats"]),
+                          engine_formats=tuple(d.get("engine_formats", ()))))
 
     @property
     def nparams(self):
         tracker = dataclasses.replace(NodeParams.tracker, ways=self.tracker_ways)
         return NodeParams(tracker=tracker,
                           nmc=NMCParams(rows=self.memory_rows, formats=self.formats))
+
+    @property
+    def engine_elem_types(self):
+        """The :class:`hw.interfaces.ElemType`\\ s of ``engine_formats``."""
+        from hw.interfaces import ElemType
+        return tuple(ElemType[f.upper()] for f in self.engine_formats)
 
     @property
     def divisor(self):
@@ -245,7 +262,7 @@ class BoardCore(wiring.Component):
         self.ring = Ring(bparams.params, bparams.nparams, gpus=bparams.gpus,
                          latency=bparams.link_latency, num=bparams.link_num,
                          den=bparams.link_den, engines=bparams.engine, clocked=False,
-                         flat=flat)
+                         flat=flat, engine_formats=bparams.engine_elem_types)
         self.instanced_modules = self.ring.instanced_modules
         self.host = BoardHost(bparams)
         w = bparams.window_bits

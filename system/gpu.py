@@ -19,7 +19,8 @@ __all__ = ["GPU"]
 
 
 class GPU(wiring.Component):
-    """A :class:`system.node.GPUNode` driven by a :class:`system.engine.rtl.CUEngine`.
+    """A :class:`system.node.GPUNode` driven by a :class:`system.engine.rtl.CUEngine` whose step
+    adders handle ``engine_formats`` (default: the node's ALU formats).
 
     Ports
     -----
@@ -39,9 +40,10 @@ class GPU(wiring.Component):
     """
 
     def __init__(self, params: T3Params, nparams: NodeParams = NodeParams(),
-                 eparams: EngineParams = EngineParams()):
+                 eparams: EngineParams = EngineParams(), engine_formats=None):
         self.params, self.nparams, self.eparams = params, nparams, eparams
-        self.engine = CUEngine(params, eparams, formats=nparams.nmc.elem_types)
+        formats = nparams.nmc.elem_types if engine_formats is None else engine_formats
+        self.engine = CUEngine(params, eparams, formats=formats)
         self.node = GPUNode(params, nparams, ext_addr_bits=self.engine.regs.addr_bits)
         self.cfg_addr_bits = self.node.cfg_addr_bits
         super().__init__({

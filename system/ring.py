@@ -62,13 +62,17 @@ class Ring(wiring.Component):
     engine in the same cycle), ``done`` (Out: every engine is done), ``clk`` and ``rst``
     (synchronous, registered: it takes effect, and ends, one cycle after the port's).
 
+    ``engine_formats`` (default: the node's ALU formats) are the element types of the engines'
+    step adders (:class:`system.engine.rtl.CUEngine`'s ``formats``).
+
     With ``clocked=False`` the ring has no ``clk`` and ``rst`` and runs in the enclosing
     design's ``sync`` domain (the board top); with ``flat=True`` its GPUs are elaborated in
     place rather than instances of one module exported once (synthesis).
     """
 
     def __init__(self, params: T3Params, nparams: NodeParams = NodeParams(), gpus=4,
-                 latency=8, num=1, den=4, engines=None, clocked=True, flat=False):
+                 latency=8, num=1, den=4, engines=None, clocked=True, flat=False,
+                 engine_formats=None):
         check_ring(nparams, gpus, latency, num, den)
         self.params, self.nparams, self.gpus = params, nparams, gpus
         self.latency, self.num, self.den = latency, num, den
@@ -78,11 +82,11 @@ class Ring(wiring.Component):
             self.instanced_modules = {}
         elif flat:
             self.instanced_modules = {}
-            self.nodes = [GPU(params, nparams, engines) for _ in range(gpus)]
+            self.nodes = [GPU(params, nparams, engines, engine_formats) for _ in range(gpus)]
         else:
             # every GPU is the same module, exported once and instantiated ``gpus`` times: the
             # Verilog (and its export time) does not grow with the ring
-            gpu = GPU(params, nparams, engines)
+            gpu = GPU(params, nparams, engines, engine_formats)
             self.instanced_modules = {GPU_MODULE: gpu}
             self.nodes = [gpu.signature.create(path=(f"gpu{g}",)) for g in range(gpus)]
             for node in self.nodes:

@@ -116,10 +116,24 @@ def test_a_read_takes_read_latency_cycles():
                            r"a serial line needs it within 2 %$"),
     (dict(baud=100), r"^baud must be an integer from 1200 to 6250000, not 100$"),
     (dict(link_latency=1), r"^link latency must be an integer >= 2, not 1$"),
+    (dict(engine_formats=("fp32",)),
+     r"^engine_formats \('fp32',\) must be among formats \('fp16',\)$"),
 ])
 def test_impossible_boards_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         BoardParams(**kwargs)
+
+
+def test_sequential_needs_the_engines_adders():
+    # the board's engines have no step adders: the sequential reduce-scatter (which adds on
+    # them) is refused before any build, and allowed on a board that builds them
+    from sim.board.run import BOARD_SPEC, check_board_config
+    with pytest.raises(ValueError, match=r"^config 'sequential' adds on the engines, and the "
+                       r"board's engine_formats \(\) has no fp16 adders \(its reduce-scatter "
+                       r"runs on the near-bank ALUs: use t3 or t3-mca\)$"):
+        check_board_config(BOARD_SPEC, "sequential", BoardParams())
+    check_board_config(BOARD_SPEC, "t3", BoardParams())
+    check_board_config(BOARD_SPEC, "sequential", BoardParams(engine_formats=("fp16",)))
 
 
 # --- the AXI4-Lite decoder ------------------------------------------------------------------------

@@ -29,6 +29,10 @@ def sim_board(bparams=None):
 def check_board_config(spec, config, bparams):
     """Refuse a run the board cannot hold, naming the field, before any build."""
     from sim.system.run import check_config
+    if config == "sequential" and spec.dtype not in bparams.engine_formats:
+        raise ValueError(f"config 'sequential' adds on the engines, and the board's "
+                         f"engine_formats {bparams.engine_formats!r} has no {spec.dtype} adders "
+                         f"(its reduce-scatter runs on the near-bank ALUs: use t3 or t3-mca)")
     check_config(spec, bparams.gpus, config, bparams.params, bparams.nparams, bparams.engine)
 
 
