@@ -81,7 +81,8 @@ class NMCModel:
     ``None``; it returns the action taken (``"pre"``, ``"act"``, ``"col"`` — the command was
     executed and left the input —, ``"err"`` — refused and left —, or ``None``).  Responses are
     appended to ``responses`` as ``(cycle valid on resp, response dict)`` assuming ``resp`` is
-    always ready.  The rules are the RTL's, listed in its docstring.
+    always ready.  The rules are the RTL's, listed in its docstring; a command takes no action
+    in its first cycle at the head (the RTL computes its flags then).
     """
 
     def __init__(self, params, nparams):
@@ -101,6 +102,7 @@ class NMCModel:
         self.writes = []                     # (cycle, beat) of recent write column commands
         self.head_conflict = self.head_miss = False
         self.now = 0
+        self.fresh = True                    # the head command is new at the head this cycle
         self.memory = {}
         self.responses = []
         self.counters = {"errors": 0, "busy": 0}
@@ -123,8 +125,10 @@ class NMCModel:
         from .config import decode
         p, n, t, now = self.params, self.n, self.t, self.now
         action = None
+        fresh, self.fresh = self.fresh, cmd is None
         if cmd is not None:
             self.counters["busy"] += 1
+        if cmd is not None and not fresh:
             room = self._outstanding() < n.resp_depth
             beat = cmd["addr"] >> p.beat_offset_bits
             bad = cmd["addr"] % p.beat_bytes != 0 or beat >= n.capacity_beats
@@ -157,6 +161,7 @@ class NMCModel:
                 elif action == "col":
                     self._execute(cmd, beat, g)
         if action in ("col", "err"):
+            self.fresh = True
             if action == "err":
                 self.counters["errors"] += 1
                 self.status = 1

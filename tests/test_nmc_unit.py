@@ -109,10 +109,13 @@ def test_row_miss_and_conflict_cost_what_the_timing_says():
     commands = [command(b0, Op.READ), command(b0 + 1, Op.READ), command(b1, Op.READ)]
     run = simulate_nmc(PARAMS, NP, commands)
     first, hit, conflict = run.taken
-    assert first == T.RCD                     # bank closed at reset: ACT at 0, READ at RCD
+    # a command's first cycle at the head is its check; the bank is closed at reset: ACT at
+    # 1, READ at 1 + RCD
+    assert first == 1 + T.RCD
     assert hit - first == T.CCD_L             # same bank group
-    # conflict: PRE when the row has been open RAS cycles, ACT after RP, READ after RCD
-    assert conflict == max(hit + 1, T.RAS) + T.RP + T.RCD
+    # conflict: PRE when the row has been open RAS cycles (and not before the command's
+    # second cycle at the head), ACT after RP, READ after RCD
+    assert conflict == max(hit + 2, 1 + T.RAS) + T.RP + T.RCD
     assert run.regs["row_misses_compute"] == 1 and run.regs["row_hits_compute"] == 1
     assert run.regs["row_conflicts_compute"] == 1
     assert [c for c, _ in run.responses] == [t + T.CL for t in run.taken]
@@ -130,7 +133,7 @@ def test_timing_does_not_depend_on_when_the_traffic_starts(lead):
     base = simulate_nmc(PARAMS, NP, commands)
     run = simulate_nmc(PARAMS, NP, commands, lead=lead)
     assert run.taken == base.taken and run.responses == base.responses
-    assert run.taken[0] == T.RCD
+    assert run.taken[0] == 1 + T.RCD          # the check, ACT, RCD
     assert [c for c, _ in run.responses] == [t + T.CL for t in run.taken]
 
 
