@@ -276,6 +276,26 @@ class RegisterFile:
         it has fields)."""
         return self._storage[name]
 
+    def rw_next(self, m: Module, name):
+        """What ``rw`` register ``name`` holds next cycle after the host's writes (a word
+        written and not locked takes the bus's data).  Call it after :meth:`elaborate`.  A
+        block that writes the register itself must fold its own write in: it is not here.
+        For a flag computed a cycle ahead from a register, so that a host write acts in the
+        same cycle as it would on the register itself."""
+        bus = self._bus
+        reg = self[name]
+        if reg.access != "rw":
+            raise ValueError(f"register {name!r} is not a rw register")
+        storage = Value.cast(self._storage[name])
+        nxt = Signal(len(storage), name=f"{name}_next")
+        m.d.comb += nxt.eq(storage)
+        base = self._addr[name]
+        for k in range(reg.words):
+            lo, hi = k * CSR_DATA_BITS, min((k + 1) * CSR_DATA_BITS, reg.width)
+            with m.If(bus.w_stb & (bus.addr == base + k) & ~self._locked[name]):
+                m.d.comb += nxt[lo:hi].eq(bus.w_data[:hi - lo])
+        return nxt
+
     def write_strobe(self, name):
         """One-cycle strobe: the host writes register ``name`` (any of its words) this cycle
         (for a locked ``rw`` register, whether or not the write is taken)."""
@@ -356,6 +376,7 @@ class RegisterFile:
             set(self._status)
         if missing:
             raise ValueError(f"no value given for register(s) {sorted(missing)}")
+        self._bus = bus
         m.d.comb += self._w_data.eq(bus.w_data)
         r_data = Signal(CSR_DATA_BITS)
         with m.Switch(bus.addr):

@@ -26,7 +26,7 @@ Amaranth's in-order ``SyncFIFO``; the simulation scoreboards check it on every r
 minutes, spent on the 32- and 48-bit statistics counters.)
 """
 
-from amaranth import Module, Signal, Elaboratable
+from amaranth import Elaboratable, Module, Mux, Signal
 from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Assert, Assume
 
@@ -44,19 +44,34 @@ APARAMS = ArbiterParams(depth=4, calib_rows=2)
 
 
 class PolicySpec(Elaboratable):
-    """The decision logic alone, for all time: any traffic, any MCQ level and room, any fixed
-    configuration (``AnyConst``)."""
+    """The decision logic alone, for all time: any traffic, room and dequeues, the MCQ's level
+    following the issues and dequeues, any configuration (``AnyConst``) written in the first
+    cycle (the registers hold their reset values before)."""
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.core = core = ArbiterPolicy(APARAMS)
-        for sig in (core.c_valid, core.m_valid, core.room, core.level, core.drain):
+        for sig in (core.c_valid, core.m_valid, core.room, core.drain, core.dequeue):
             m.d.comb += sig.eq(AnySeq(len(sig)))
-        for sig in (core.policy, core.threshold, core.starve_limit):
-            m.d.comb += sig.eq(AnyConst(len(sig)))
+        first = Signal(init=1)
+        m.d.sync += first.eq(0)
+        for sig, nxt, init in ((core.threshold, core.threshold_next, core.threshold_init),
+                               (core.starve_limit, core.starve_limit_next, 64)):
+            value = AnyConst(len(sig))
+            m.d.comb += [sig.eq(Mux(first, init, value)), nxt.eq(value)]
+        m.d.comb += core.policy.eq(AnyConst(2))
         depth = APARAMS.depth
-        m.d.comb += [Assume(core.level <= depth), Assume(~core.room | (core.level < depth)),
-                     Assume(core.threshold <= depth)]
+        level = Signal(range(depth + 1))
+        m.d.sync += level.eq(level + (core.issue_compute | core.issue_comm) - core.dequeue)
+        m.d.comb += [core.level.eq(level), Assume(~core.dequeue | (level != 0)),
+                     Assume(level <= depth), Assume(~core.room | (level < depth)),
+                     Assume(core.threshold_next <= depth)]
+        # the flags are the comparisons they stand for, in every cycle
+        m.d.comb += [
+            Assert(core.below == (core.level < core.threshold)),
+            Assert(core.starved == ((core.starve_limit != 0) &
+                                    (core.starve >= core.starve_limit))),
+        ]
 
         issued = core.issue_compute | core.issue_comm
         draining_now = core.draining | core.drain
@@ -119,6 +134,14 @@ class ArbiterSpec(Elaboratable):
         c_go = dut.compute.valid & dut.compute.ready
         m_go = dut.comm.valid & dut.comm.ready
         entry = dut.tap.payload
+        # the policy's flags are its comparisons, through host writes, calibration results and
+        # the MCQ's own count
+        core = dut.policy
+        m.d.comb += [
+            Assert(core.below == (level < dut.regs.rw("threshold"))),
+            Assert(core.starved == ((core.starve_limit != 0) &
+                                    (core.starve >= core.starve_limit))),
+        ]
         m.d.comb += [
             Assert(~(dut.compute.ready & dut.comm.ready)),
             Assert(dut.tap.valid == (c_go | m_go)),
@@ -151,7 +174,9 @@ def test_formal_flow_reports_a_false_property(tmp_path):
             m.submodules.core = core = ArbiterPolicy(APARAMS)
             for sig in (core.c_valid, core.m_valid, core.room, core.level, core.drain):
                 m.d.comb += sig.eq(AnySeq(len(sig)))
-            m.d.comb += [core.policy.eq(Policy.MCA), core.starve_limit.eq(AnyConst(16)),
+            limit = AnyConst(16)
+            m.d.comb += [core.policy.eq(Policy.MCA), core.starve_limit.eq(limit),
+                         core.starve_limit_next.eq(limit),
                          core.threshold.eq(AnyConst(len(core.threshold)))]
             m.d.comb += Assert((core.starve_limit == 0) | (core.starve < core.starve_limit))
             return m
