@@ -15,6 +15,19 @@ from .config import STARVE_BITS, ArbiterParams, Policy, arbiter_registers
 __all__ = ["MCArbiter", "ArbiterPolicy"]
 
 
+class _BlockRAMFIFO(SyncFIFOBuffered):
+    """A ``SyncFIFOBuffered`` whose storage synthesis puts in block RAM (``ram_style``), however
+    shallow: a queue of wide entries in LUT RAM puts its write enable on a hundred or more
+    LUT-RAM cells (in a node, the MCQ's 31 x 330 bits: the arbiter's decision then took 14 ns
+    of wires to reach them); in block RAM it reaches ten."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        if self.depth > 1:
+            m.submodules.storage.attrs["ram_style"] = "block"
+        return m
+
+
 class ArbiterPolicy(wiring.Component):
     """The arbitration decision and its state, separate from the datapath so that it can be
     proved on its own (``tests/test_mc_arbiter_formal.py``).
@@ -194,7 +207,11 @@ class MCArbiter(wiring.Component):
         layout = mem_request_layout(p)
 
         # block RAM with a synchronous read port (depth - 1 entries) and an output register
-        m.submodules.mcq = mcq = SyncFIFOBuffered(width=layout.size, depth=ap.depth)
+        m.submodules.mcq = mcq = _BlockRAMFIFO(width=layout.size, depth=ap.depth)
+        # each entry's stream beside it, in a queue of its own that moves with the MCQ: the
+        # compute occupancy counts from this one's output register rather than from the block
+        # RAM's output (5.6 ns on an ECP5)
+        m.submodules.mcq_streams = streams = SyncFIFOBuffered(width=1, depth=ap.depth)
         m.submodules.policy = core = self.policy
 
         # --- Registers ---------------------------------------------------------------------
@@ -263,9 +280,10 @@ class MCArbiter(wiring.Component):
 
         # --- Occupancy of the compute stream, calibration ----------------------------------------
         dequeue = self.o.valid & self.o.ready
-        head = layout(mcq.r_data)
+        m.d.comb += [streams.w_en.eq(mcq.w_en), streams.w_data.eq(issue_comm),
+                     streams.r_en.eq(mcq.r_en)]
         m.d.sync += compute_occ.eq(compute_occ + issue_compute -
-                                   (dequeue & (head.stream == Stream.COMPUTE)))
+                                   (dequeue & (streams.r_data == Stream.COMPUTE)))
         # The mean is compared with each row's bound without a divider or a multiplier: row i
         # keeps sum(compute_occ - bound_i) over the window, negative iff mean < bound_i.
         rows = ap.calib_rows
