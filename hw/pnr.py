@@ -228,7 +228,8 @@ def build_bitstream(top, platform, name, out_dir, seed=1):
     # router2 (PathFinder), which prints its overuse every iteration: on the two-GPU board
     # (93-95 % of the LUTs) the default router1 still had 310,000 arcs to route after 40
     # minutes with no visible progress; router2 did not converge either (70,000 overused
-    # wires after 6 iterations), but says so (docs/fpga.md)
+    # wires after 6 iterations; at 78 % it levels off at 34,000-49,000), but says so
+    # (docs/fpga.md)
     plan = platform.build(top, name=name, build_dir=str(out_dir), do_build=False,
                           nextpnr_opts=f"--seed {seed} --router router2 --report report.json")
     try:

@@ -50,15 +50,15 @@ class BoardParams:
     :class:`nmc.config.NMCParams`), a Tracker of ``tracker_ways`` ways (the node's 64 sets; the
     driver refuses a GEMM whose tiles could fill a set), the engines' ``engine`` geometry, links of ``link_latency``
     cycles and ``link_num / link_den`` beats per cycle, a ``clock_hz`` clock and a serial port of
-    ``baud`` bits per second.  The defaults fit an LFE5U-85F: two GPUs with fp16 near-bank
-    ALUs and no step adders in the engines (the board runs T3, whose reduce-scatter adds in
-    the near-bank ALUs; a step adder is 6,800 LUTs a GPU, and with them the board filled 95 %
-    of the chip and did not route — ``sequential``, whose reduce-scatter adds on the engines,
-    is refused unless ``engine_formats`` names the GEMM's type), 32 KiB of
-    HBM model, a two-way Tracker (the node's 8 ways are 4,900 LUTs of per-way compares and
-    forwarding; the board's GEMM needs one way) and a 512-beat engine memory each, joined by the simulation system's scaled links
-    (64 cycles, 1.2 bytes per cycle: ``sim.system.run.LINK_LATENCY``, ``sim.system.workload.
-    LINK_BANDWIDTH``)."""
+    ``baud`` bits per second.  The defaults are cut down for an LFE5U-85F (78 % of its LUTs;
+    it places, but its routing does not converge yet: ``docs/fpga.md``): two GPUs with fp16
+    near-bank ALUs and no step adders in the engines (the board runs T3, whose reduce-scatter
+    adds in the near-bank ALUs; a step adder is 6,800 LUTs a GPU; ``sequential``, whose
+    reduce-scatter adds on the engines, is refused unless ``engine_formats`` names the GEMM's
+    type), 32 KiB of HBM model, a two-way Tracker (the node's 8 ways are 4,900 LUTs of per-way
+    compares and forwarding; the board's GEMM needs one way) and a 512-beat engine memory
+    each, joined by the simulation system's scaled links (64 cycles, 1.2 bytes per cycle:
+    ``sim.system.run.LINK_LATENCY``, ``sim.system.workload.LINK_BANDWIDTH``)."""
     gpus: int = 2
     formats: tuple = ("fp16",)
     engine_formats: tuple = ()
