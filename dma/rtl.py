@@ -403,9 +403,12 @@ class DMAEngine(wiring.Component):
         run_open = Signal()
         run_next = Signal(A)         # the CU address that continues the run
         idle = Signal(range(dp.remote_flush + 1))
+        # run.beats < RB, a register kept with run.beats (the length compare was the start of
+        # the node's critical path, 15.5 ns, into the run queue's enqueue)
+        run_room = Signal(init=1)
         continues = run_open & (rem.addr == run_next) & (rem.op == run.op) & \
             (rem.etype == run.etype) & (rem.tracked == run.tracked) & \
-            (rem.wg_id == run.wg_id) & (rem.wf_id == run.wf_id) & (run.beats < RB)
+            (rem.wg_id == run.wg_id) & (rem.wf_id == run.wf_id) & run_room
         fresh = Signal(self.hdr_layout)
         m.d.comb += [
             fresh.dst_gpu.eq(regs.rw("remote_dst_gpu")), fresh.src_gpu.eq(gpu_id),
@@ -428,12 +431,14 @@ class DMAEngine(wiring.Component):
         with m.If(take):
             m.d.sync += [idle.eq(0), run_next.eq(rem.addr + beat)]
             with m.If(continues):
-                m.d.sync += [run.beats.eq(run.beats + 1), run.seg_beats.eq(run.beats + 1)]
+                m.d.sync += [run.beats.eq(run.beats + 1), run.seg_beats.eq(run.beats + 1),
+                             run_room.eq(run.beats + 1 < RB)]
             with m.Else():
                 m.d.comb += run_q.w_en.eq(run_open)
-                m.d.sync += [run.eq(fresh), run_open.eq(1)]
+                m.d.sync += [run.eq(fresh), run_open.eq(1), run_room.eq(1 < RB)]
         with m.Elif(run_open):
-            with m.If(((idle + 1 >= dp.remote_flush) | (run.beats == RB)) & run_q.w_rdy):
+            # a run never grows past RB beats: not run_room is run.beats == RB
+            with m.If(((idle + 1 >= dp.remote_flush) | ~run_room) & run_q.w_rdy):
                 m.d.comb += run_q.w_en.eq(1)
                 m.d.sync += [run_open.eq(0), idle.eq(0)]
             with m.Else():
