@@ -264,7 +264,11 @@ class GPUNode(wiring.Component):
         connect(m, comm_in.o, arbiter.comm)
         connect(m, arbiter.tap, tracker_in.i)
         connect(m, tracker_in.o, tracker.i)
-        connect(m, tracker.o, dma.trig)
+        # the DMA's trigger-queue level (its ready) and the Tracker's output state were one
+        # path (64.4 MHz)
+        m.submodules.trig_in = trig_in = SkidBuffer(tracker.o.payload.shape())
+        connect(m, tracker.o, trig_in.i)
+        connect(m, trig_in.o, dma.trig)
         # the MCQ's LUT-RAM read and the NMC unit's command checks were one path (54.5 MHz)
         m.submodules.cmd_in = cmd_in = SkidBuffer(layout)
         connect(m, arbiter.o, cmd_in.i)
