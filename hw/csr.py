@@ -282,6 +282,8 @@ class RegisterFile:
         block that writes the register itself must fold its own write in: it is not here.
         For a flag computed a cycle ahead from a register, so that a host write acts in the
         same cycle as it would on the register itself."""
+        if not hasattr(self, "_bus"):
+            raise RuntimeError("rw_next needs the register file elaborated first")
         bus = self._bus
         reg = self[name]
         if reg.access != "rw":

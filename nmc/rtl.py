@@ -158,7 +158,7 @@ class NMCUnit(wiring.Component):
         # after a column command the head is a new command, fresh again.
         fresh = Signal(init=1)
         f_bad, f_reading, f_open, f_hit = Signal(), Signal(), Signal(), Signal()
-        f_col, f_ras, f_act, f_bg, f_wtr, f_any, f_hazard = (Signal(name=f"f_{n}") for n in (
+        f_col, f_ras, f_act, f_bg, f_wtr, f_any, f_hazard = (Signal(name=f"f_{flag}") for flag in (
             "col", "ras", "act", "bg", "wtr", "any", "hazard"))
         f_room = Signal(init=1)
         go = self.cmd.valid & ~fresh & ~f_bad
