@@ -241,6 +241,7 @@ class MCArbiter(wiring.Component):
         clear = regs.command("cmd", "clear")
 
         # --- Policy --------------------------------------------------------------------------
+        dequeue = self.o.valid & self.o.ready
         c_valid, m_valid = self.compute.valid, self.comm.valid
         room = mcq.w_rdy & self.tap.ready
         m.d.comb += [
@@ -248,7 +249,7 @@ class MCArbiter(wiring.Component):
             core.starve_limit.eq(starve_limit), core.c_valid.eq(c_valid),
             core.m_valid.eq(m_valid), core.room.eq(room), core.level.eq(mcq.level),
             core.drain.eq(self.drain),
-            core.dequeue.eq(self.o.valid & self.o.ready),
+            core.dequeue.eq(dequeue),
             core.starve_limit_next.eq(regs.rw_next(m, "starve_limit")),
         ]
         issue_compute, issue_comm = core.issue_compute, core.issue_comm
@@ -279,8 +280,7 @@ class MCArbiter(wiring.Component):
                     draining=core.draining)
 
         # --- Occupancy of the compute stream, calibration ----------------------------------------
-        dequeue = self.o.valid & self.o.ready
-        m.d.comb += [streams.w_en.eq(mcq.w_en), streams.w_data.eq(issue_comm),
+        m.d.comb += [streams.w_en.eq(mcq.w_en), streams.w_data.eq(entry.stream),
                      streams.r_en.eq(mcq.r_en)]
         m.d.sync += compute_occ.eq(compute_occ + issue_compute -
                                    (dequeue & (streams.r_data == Stream.COMPUTE)))
