@@ -65,7 +65,8 @@ CMD = Reg("cmd", None, "wo", "write 1 to act", fields=(
 
 #: The ``status`` register: sticky error bits, write 1 to clear.
 STATUS = Reg("status", None, "w1c", "errors", fields=(
-    Field("no_command", doc="a trigger named a command that is not valid; dropped"),
+    Field("no_command", doc="a trigger named a command that is not valid, or whose tile has "
+                              "more beats than the header can count; dropped"),
     Field("out_of_region", doc="a trigger's tile is unaligned or runs outside its region; "
                                "dropped"),
     Field("remote_range", doc="a remote store outside the remote window (or a read); dropped"),
@@ -109,6 +110,12 @@ class DMAParams:
     dim_bits : int
         Width of the dimension registers (``rows``, ``cols``, ``ld``, ``tile_rows``,
         ``tile_cols``), 4 to 24.
+    len_bits : int
+        Width of the link header's beat counts (``beats``, ``seg_beats``), 7 to 16: a tile
+        packet carries at most ``2**len_bits - 1`` beats (a command with a longer tile is
+        refused by :func:`check_commands`, and by the engine as ``no_command``).  With
+        ``gpu_bits`` it sets the header's size, which must fit one beat: 146 bits with the
+        defaults, 128 with ``gpu_bits=1, len_bits=10`` (the board's 128-bit beats).
     """
 
     commands: int = 4
@@ -119,12 +126,13 @@ class DMAParams:
     dim_bits: int = 16
     remote_burst: int = 8
     remote_flush: int = 4
+    len_bits: int = 16
 
     def __post_init__(self):
         for name, lo, hi in (("commands", 1, 16), ("trigger_depth", 2, 4096),
                              ("buffer_beats", 4, 1024), ("max_granularity", 1, 64),
                              ("gpu_bits", 1, 8), ("dim_bits", 4, 24), ("remote_burst", 1, 64),
-                             ("remote_flush", 1, 255)):
+                             ("remote_flush", 1, 255), ("len_bits", 7, 16)):
             check_int(name, getattr(self, name), lo, hi)
 
     @property
@@ -251,8 +259,8 @@ def header_layout(params: T3Params, dparams: DMAParams):
         "tracked":   1,
         "wg_id":     params.wg_id_bits,
         "wf_id":     params.wf_id_bits,
-        "beats":     16,
-        "seg_beats": 16,
+        "beats":     dparams.len_bits,
+        "seg_beats": dparams.len_bits,
         "stride":    params.addr_bits,
     })
 
@@ -373,9 +381,9 @@ def check_commands(params: T3Params, dparams: DMAParams, commands, dst_capacity=
         if c.stride % beat:
             raise ValueError(f"{where}: ld {c.ld} x {c.elem_bytes} bytes = {c.stride} is not "
                              f"a whole number of {beat}-byte beats (unaligned tile)")
-        if c.tile_beats(params) >= 1 << 16:
+        if c.tile_beats(params) >= 1 << dparams.len_bits:
             raise ValueError(f"{where}: a tile of {c.tile_beats(params)} beats does not fit "
-                             f"the header's 16-bit beat count")
+                             f"the header's {dparams.len_bits}-bit beat count (len_bits)")
         if c.tiles % c.granularity:
             raise ValueError(f"{where}: granularity {c.granularity} does not divide the "
                              f"region's {c.tiles} tiles")

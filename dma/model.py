@@ -98,7 +98,7 @@ class DMAModel:
         p = self.params
         self.counters["triggers"] += 1
         cmd = self._command(t["region"])
-        if cmd is None:
+        if cmd is None or cmd.tile_beats(p) >= 1 << self.dparams.len_bits:
             self._error(Status.NO_COMMAND)
             return []
         start = t["addr"]

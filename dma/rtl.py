@@ -265,7 +265,7 @@ class DMAEngine(wiring.Component):
                     m.d.comb += inc["triggers"].eq(1)
                     bad_cmd = ~c_exists | ~mode("valid") | (granularity > G) | \
                         ~mode("op").matches(Op.STORE, Op.UPDATE) | (c_tcols == 0) | \
-                        (seg_beats == 0)
+                        (seg_beats == 0) | (tile_beats[dp.len_bits:] != 0)
                     bad_range = (cur.addr[:boff] != 0) | offset[A] | (offset + span > size)
                     with m.If(bad_cmd):
                         m.d.comb += ev["no_command"].eq(1)
@@ -320,10 +320,10 @@ class DMAEngine(wiring.Component):
         reserved = Signal(credit_bits)
         ag_busy = Signal()
         ag_addr, ag_seg = Signal(A), Signal(A)
-        ag_in_seg = Signal(16)
-        ag_seg_beats = Signal(16)
+        ag_in_seg = Signal(dp.len_bits)
+        ag_seg_beats = Signal(dp.len_bits)
         ag_stride = Signal(A)
-        ag_left = Signal(16)
+        ag_left = Signal(dp.len_bits)
 
         rd_v = Signal()
         rd_addr = Signal(A)
@@ -460,7 +460,7 @@ class DMAEngine(wiring.Component):
         run_head = data.View(self.hdr_layout, run_q.r_data)
         prefer_remote = Signal()
         lock, lock_remote = Signal(), Signal()
-        tx_left = Signal(16)
+        tx_left = Signal(dp.len_bits)
         tx_hs = Signal()
         m.d.comb += tx_hs.eq(tx.tvalid & tx.tready)
         count(m, cnt["link_busy"], tx_hs, clear_counters)
@@ -528,7 +528,7 @@ class DMAEngine(wiring.Component):
         m.d.comb += rxq_slice.o.ready.eq(rxq_taken)
         rx_hdr = Signal(self.hdr_layout)
         rx_addr, rx_seg = Signal(A), Signal(A)
-        rx_in_seg, rx_left = Signal(16), Signal(16)
+        rx_in_seg, rx_left = Signal(dp.len_bits), Signal(dp.len_bits)
         rx_past = Signal()          # the next beat's address is past the address space
         rx_hs = Signal()
         m.d.comb += rx_hs.eq(rx.tvalid & rx.tready)

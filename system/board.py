@@ -60,6 +60,7 @@ class BoardParams:
     each, joined by the simulation system's scaled links (64 cycles, 1.2 bytes per cycle:
     ``sim.system.run.LINK_LATENCY``, ``sim.system.workload.LINK_BANDWIDTH``)."""
     gpus: int = 2
+    beat_bits: int = 128
     formats: tuple = ("fp16",)
     engine_formats: tuple = ()
     memory_rows: int = 2
@@ -67,7 +68,7 @@ class BoardParams:
     engine: EngineParams = EngineParams(local_beats=512, slots=4, buffer_beats=64, pending=64)
     link_latency: int = 64
     link_num: int = 3
-    link_den: int = 80
+    link_den: int = 40
     clock_hz: int = 25_000_000
     baud: int = 115_200
 
@@ -90,7 +91,7 @@ class BoardParams:
 
     @property
     def params(self):
-        return T3Params()
+        return T3Params(beat_bits=self.beat_bits)
 
     def to_dict(self):
         return dict(dataclasses.asdict(self), formats=list(self.formats),
@@ -104,8 +105,21 @@ class BoardParams:
     @property
     def nparams(self):
         tracker = dataclasses.replace(NodeParams.tracker, ways=self.tracker_ways)
-        return NodeParams(tracker=tracker,
+        return NodeParams(tracker=tracker, dma=self.dma_params,
                           nmc=NMCParams(rows=self.memory_rows, formats=self.formats))
+
+    @property
+    def dma_params(self):
+        """The node's DMA geometry with the link header cut to one beat: GPU fields of
+        ``gpu_bits`` and the widest beat counts (``len_bits``, at most 16) that still fit."""
+        from dma.config import HEADER_CHECK_BITS, header_layout
+        dma = dataclasses.replace(NodeParams.dma, gpu_bits=self.gpu_bits)
+        rest = header_layout(self.params, dma).size - 2 * dma.len_bits + HEADER_CHECK_BITS
+        len_bits = min(16, (self.beat_bits - rest) // 2)
+        if len_bits < 7:
+            raise ValueError(f"beat_bits {self.beat_bits} cannot hold the DMA's link header "
+                             f"({rest + 14} bits with 7-bit beat counts)")
+        return dataclasses.replace(dma, len_bits=len_bits)
 
     @property
     def engine_elem_types(self):

@@ -126,7 +126,8 @@ NMC_ARGS = {"bank_groups": "bank groups", "banks": "banks per group",
             "columns": "beats per row", "rows": "rows per bank"}
 DMA_ARGS = {"commands": "command table entries = Tracker regions",
             "trigger_depth": "trigger queue", "buffer_beats": "payload buffer = reads in flight",
-            "max_granularity": "largest DMA block in tiles", "gpu_bits": "GPU number width"}
+            "max_granularity": "largest DMA block in tiles", "gpu_bits": "GPU number width",
+            "len_bits": "width of the link header's beat counts"}
 
 
 def _system_args(parser):

@@ -20,9 +20,10 @@ from sim.board.amaranth_sim import run_host
 def random_ops(rng, bparams, n):
     """``n`` operations on the board block's registers: the load registers (GPU numbers
     beyond the ring among them), commands in every combination, status clears, and reads of
-    every word (and of words beyond the map)."""
+    every word (and of words beyond the map, up to the end of the register bus's space)."""
     regs = board_registers(bparams)
     words = regs.words
+    space = 1 << regs.addr_bits
     gpu_top = 1 << regs["load_gpu"].width
     ops = []
     for _ in range(n):
@@ -43,9 +44,9 @@ def random_ops(rng, bparams, n):
         elif r < 0.7:
             ops.append(("w", regs.address("status"), rng.getrandbits(3)))
         elif r < 0.75:
-            ops.append(("w", rng.randrange(words + 4), rng.getrandbits(32)))    # anything
+            ops.append(("w", rng.randrange(min(words + 4, space)), rng.getrandbits(32)))
         else:
-            ops.append(("r", rng.randrange(words + 2)))
+            ops.append(("r", rng.randrange(min(words + 2, space))))
     return ops
 
 
@@ -54,7 +55,7 @@ def test_board_host_matches_its_model(gpus, t3_options):
     # three GPUs: load_gpu can name a fourth, which must do nothing and latch bad_gpu
     bparams = BoardParams(gpus=gpus)
     rng = random.Random(t3_options.seed + gpus)
-    ops = random_ops(rng, bparams, 3000 if t3_options.soak else 600)
+    ops = random_ops(rng, bparams, 3000 if t3_options.soak else 1000)
     reads, starts, memories = run_host(bparams, ops, done=1, uart=0x0403_0201)
     model = BoardHostModel(bparams)
     model.done, model.uart = 1, 0x0403_0201
@@ -209,7 +210,7 @@ def test_the_host_program_runs_a_gemm_rs_on_the_board_core():
     assert result["leds"] & 0b1110 == 0b0010            # done; no line error, no bad GPU
     assert not any(v for st in result["status"].values() for v in st.values())
     b = sim_board()
-    ring = run_config(BOARD_SPEC, b.gpus, "t3", memory_rows=b.memory_rows, engines=b.engine,
+    ring = run_config(BOARD_SPEC, b.gpus, "t3", geometry=(b.params, b.nparams), engines=b.engine,
                       latency=b.link_latency, bandwidth=(b.link_num, b.link_den))
     assert ring["verified"] is True
     assert result["phase_cycles"] == ring["phase_cycles"]
@@ -217,11 +218,15 @@ def test_the_host_program_runs_a_gemm_rs_on_the_board_core():
 
 
 def test_the_board_links_are_the_simulation_systems():
-    # the board runs what `t3 run` simulates: the same scaled links
-    from sim.system.run import LINK_LATENCY
+    # the board runs what `t3 run` simulates: the same scaled links, in bytes per cycle
+    # (the board's beats are narrower than the system's)
+    from fractions import Fraction
+    from sim.system.run import LINK_LATENCY, system_params
     from sim.system.workload import LINK_BANDWIDTH
     b = BoardParams()
-    assert (b.link_latency, (b.link_num, b.link_den)) == (LINK_LATENCY, LINK_BANDWIDTH)
+    assert b.link_latency == LINK_LATENCY
+    assert Fraction(b.link_num, b.link_den) * b.params.beat_bytes == \
+        Fraction(*LINK_BANDWIDTH) * system_params()[0].beat_bytes
 
 
 # --- the host program's refusals ------------------------------------------------------------------

@@ -127,6 +127,32 @@ def test_header_must_fit_a_beat():
         DMAEngine(T3Params(beat_bits=128), DP)
 
 
+def test_a_narrow_header_carries_a_128_bit_link():
+    # the board's geometry: one-bit GPU numbers and 10-bit beat counts make the header and its
+    # check exactly one 128-bit beat; random tables and stores through the loopback, against
+    # the model, with every port stalling
+    from dma.config import HEADER_CHECK_BITS, header_layout
+    params, dparams = T3Params(beat_bits=128), DMAParams(gpu_bits=1, len_bits=10)
+    assert header_layout(params, dparams).size + HEADER_CHECK_BITS == 128
+    for seed in (1, 2):
+        scenario = random_scenario(params, dparams, seed, remote_stores=12)
+        run, _ = run_and_check(params, dparams, scenario, seed=seed, **STALLS)
+        assert run.regs["status"] == 0 and run.regs["tiles_sent"] > 0 and run.regs["remote_packets"] > 0
+
+
+def test_a_tile_longer_than_the_header_can_count_is_refused():
+    # check_commands refuses it; a host that writes the registers anyway gets `no_command`
+    # for each trigger and nothing on the link (a 7-bit count would carry 128 beats as 0)
+    narrow = DMAParams(len_bits=7)
+    scenario = long_transfer_scenario(P, DP, tile_beats=128, tiles=3)
+    with pytest.raises(ValueError, match="a tile of 128 beats does not fit the header's 7-bit "
+                                         r"beat count \(len_bits\)"):
+        check_commands(P, narrow, scenario.commands, dst_capacity=len(scenario.memory))
+    run, model = run_and_check(P, narrow, scenario, seed=5, **STALLS)
+    assert run.regs["status"] == Status.NO_COMMAND
+    assert run.regs["errors"] == 3 and run.regs["beats_sent"] == 0 and not model.sent
+
+
 # --- error paths -------------------------------------------------------------------------------
 
 def test_bad_triggers_are_dropped_and_counted():

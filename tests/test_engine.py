@@ -12,9 +12,9 @@ from sim.system.configure import allocate
 from sim.system.driver import REMOTE_SPACE, Driver
 from sim.system.run import system_params
 from sim.system.workload import GemmSpec, Workload
-from system.engine.config import MODE, STATUS, Z_CAPTURE, EngineParams, Kernel
+from system.engine.config import MODE, STATUS, Z_CAPTURE, EngineParams, Kernel, desc_beats
 from system.engine.model import (Step, gemm_program, gemm_requests, pack_step, pack_wg,
-                                 partial_beats, run_steps)
+                                 partial_beats, program_beats, run_steps)
 from system.engine.rtl import CUEngine
 
 
@@ -23,25 +23,25 @@ EP = EngineParams(local_beats=256, slots=4, buffer_beats=32, pending=64)
 PROG = 1 << EP.local_bits           # the bulk port's program-memory half
 
 
-def _gemm_case(mode, gpus=2, g=1, free=False, cus=2):
+def _gemm_case(mode, gpus=2, g=1, free=False, cus=2, p=P):
     spec = GemmSpec(m=32, n=32 * gpus, k=32, wfs_per_wg=2, cus=cus)
-    wl = Workload(spec, gpus, P)
+    wl = Workload(spec, gpus, p)
     _, nparams = system_params()
-    layout = allocate(Driver(P, nparams, gpus), wl)
+    layout = allocate(Driver(p, nparams, gpus), wl)
     program = gemm_program(wl, g, layout, mode, REMOTE_SPACE, free=free)
-    partials = partial_beats(wl.partials[g], P.beat_bytes)
+    partials = partial_beats(wl.partials[g], p.beat_bytes)
     return wl, layout, program, partials
 
 
-def _run_gemm(program, partials, etype, mca=False, ready_p=0.7, seed=1, latency=5):
-    dut = CUEngine(P, EP)
+def _run_gemm(program, partials, etype, mca=False, ready_p=0.7, seed=1, latency=5, p=P):
+    dut = CUEngine(p, EP)
     regs = [("mode", dut.regs["mode"].encode(kernel=Kernel.GEMM, etype=etype, mca=int(mca))),
             ("prog_base", 0), ("prog_count", len(program.wgs)), ("partials", 0),
             *program.registers.items()]
-    load = [(PROG + i, pack_wg(P, d)) for i, d in enumerate(program.wgs)]
+    load = list(enumerate(program_beats(p, [pack_wg(p, d) for d in program.wgs]), PROG))
     load += list(enumerate(partials))
-    memory = {program.registers["a_base"] + 32 * i: i for i in range(64)}
-    env = EngineEnv(P, memory, REMOTE_SPACE, latency=latency, ready_p=ready_p, seed=seed)
+    memory = {program.registers["a_base"] + p.beat_bytes * i: i for i in range(64)}
+    env = EngineEnv(p, memory, REMOTE_SPACE, latency=latency, ready_p=ready_p, seed=seed)
     cycles, stats, _, strobes = simulate_engine(dut, env, regs, load)
     return env, stats, strobes
 
@@ -68,6 +68,36 @@ def test_gemm_requests_match_the_model(mode, free):
     assert stats["responses"] == n - len(env.remote)
     assert all(q["addr"] >= REMOTE_SPACE for q in env.remote)
     assert strobes == {"calib_start": [], "calib_end": [], "drain": []}
+
+
+def test_descriptors_of_two_beats_on_a_128_bit_engine():
+    """With 128-bit beats (the board's) a descriptor is two program beats, low half first:
+    a GEMM program and a step program from a ``prog_base`` past zero run as the model says."""
+    p = T3Params(beat_bits=128)
+    assert desc_beats(P) == 1 and desc_beats(p) == 2
+    etype = ElemType.FP16.value
+    _, _, program, partials = _gemm_case("t3", p=p)
+    env, stats, _ = _run_gemm(program, partials, etype, p=p)
+    want = gemm_requests(p, program, partials, etype)
+    got = {}
+    for _, req in env.requests:
+        got.setdefault(req["wg_id"], []).append(req)
+    assert got == want and stats["status"] == STATUS.encode(done=1)
+
+    rng = np.random.default_rng(7)
+    n, beat = 6, p.beat_bytes
+    memory = {0x1000 + beat * i: int(rng.integers(0, 1 << 62)) for i in range(n)}
+    memory.update({0x2000 + beat * i: int(rng.integers(0, 1 << 62)) for i in range(n)})
+    steps = [Step(n, 0x1000, REMOTE_SPACE + 0x400, 0x2000), Step(n, 0x2000, 20, z_kind=Z_CAPTURE)]
+    want, captures = run_steps(p, steps, dict(memory), ElemType.INT32.value, REMOTE_SPACE)
+    dut = CUEngine(p, EP, formats=(ElemType.INT32,))
+    regs = [("mode", dut.regs["mode"].encode(kernel=Kernel.STEPS, etype=ElemType.INT32.value)),
+            ("prog_base", 3), ("prog_count", len(steps)), ("remote_space", REMOTE_SPACE)]
+    load = list(enumerate(program_beats(p, [pack_step(p, s) for s in steps]), PROG + 3 * 2))
+    env = EngineEnv(p, memory, REMOTE_SPACE, ready_p=0.6, seed=4)
+    _, stats, beats, _ = simulate_engine(dut, env, regs, load, read_back=range(20, 20 + n))
+    assert [req for _, req in env.requests] == want
+    assert beats == captures and stats["status"] == STATUS.encode(done=1)
 
 
 def test_gemm_keeps_cus_wgs_in_flight_and_strobes_the_arbiter():

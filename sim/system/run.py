@@ -118,7 +118,7 @@ def check_config(spec, gpus, config, params, nparams, eparams=None):
     map_ring_windows(driver, wl, "C")
     if eparams is not None:
         from sim.system.driver import REMOTE_SPACE
-        from system.engine.config import engine_registers
+        from system.engine.config import desc_beats, engine_registers
         from system.engine.model import gemm_program, pack_wg
         regs = engine_registers(params, eparams)
         mode = "sequential" if config == "sequential" else "t3"
@@ -130,9 +130,10 @@ def check_config(spec, gpus, config, params, nparams, eparams=None):
         for g in range(gpus):
             program = gemm_program(wl, g, layout, mode, REMOTE_SPACE,
                                    free=config == ISOLATED_RS)
-            if len(program.wgs) > eparams.local_beats:
-                raise ValueError(f"GPU {g}'s engine: {len(program.wgs)} WG descriptors exceed "
-                                 f"its program memory of local_beats {eparams.local_beats}")
+            if len(program.wgs) * desc_beats(params) > eparams.local_beats:
+                raise ValueError(f"GPU {g}'s engine: {len(program.wgs)} WG descriptors of "
+                                 f"{desc_beats(params)} beats exceed its program memory of "
+                                 f"local_beats {eparams.local_beats}")
             try:
                 for name, value in program.registers.items():
                     regs.word_writes(name, value)   # refuses a value its register cannot hold
@@ -143,11 +144,12 @@ def check_config(spec, gpus, config, params, nparams, eparams=None):
 
 
 def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
-               bandwidth=LINK_BANDWIDTH, engines=True, mcq_depth=None):
-    """``(top name, make, cache key)`` of the ring a run uses (built once per key)."""
+               bandwidth=LINK_BANDWIDTH, engines=True, mcq_depth=None, geometry=None):
+    """``(top name, make, cache key)`` of the ring a run uses (built once per key);
+    ``geometry`` as in :func:`run_config`."""
     from system.ring import Ring
     memory_rows = memory_rows or memory_rows_for(gpus)
-    params, nparams = system_params(memory_rows, mcq_depth)
+    params, nparams = geometry or system_params(memory_rows, mcq_depth)
     eparams = ENGINE_PARAMS if engines is True else (engines or None)
     key = design_key(Ring, params.to_dict(), nparams.to_dict(), gpus, latency, bandwidth,
                      eparams.to_dict() if eparams else None)
@@ -173,7 +175,7 @@ def idle_rate(gpus, *, sim=None, cycles=20_000, build_dir=None, **kwargs):
 def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=None,
                progress=None, memory_rows=None, latency=LINK_LATENCY,
                bandwidth=LINK_BANDWIDTH, engines=True, cxx_opt=None, timeline=None,
-               mcq_depth=None):
+               mcq_depth=None, geometry=None):
     """Run ``config`` on a ring of ``gpus``; returns the result dict of
     :func:`sim.system.testbench.run_system`.  ``progress(line)`` sees the testbench's progress
     lines.  ``engines``: the GPUs' traffic comes from the GPU-side engines in the ring's RTL
@@ -183,12 +185,14 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     engines, :data:`CXX_OPT_PYTHON` without).  ``timeline``: sample every GPU's timeline
     counters every that many cycles (``result["timeline"]``, :mod:`sim.system.timeline`);
     with the engines only.  ``mcq_depth``: the memory controller queue's entries (default
-    the node's)."""
+    the node's).  ``geometry``: ``(T3Params, NodeParams)`` in place of the system's
+    (:func:`system_params`; ``memory_rows`` and ``mcq_depth`` then do nothing), e.g. the
+    board's (:class:`system.board.BoardParams`)."""
     import sim.system.testbench as tb
     sim = sim or default_sim()
     check_int("gpus", gpus, 2, MAX_GPUS)
     memory_rows = memory_rows or memory_rows_for(gpus)
-    params, nparams = system_params(memory_rows, mcq_depth)
+    params, nparams = geometry or system_params(memory_rows, mcq_depth)
     eparams = ENGINE_PARAMS if engines is True else (engines or None)
     check_config(spec, gpus, config, params, nparams, eparams)
     if timeline is not None:
@@ -206,7 +210,7 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                    "engines": eparams.to_dict() if eparams else None}
     top, make, key = ring_build(gpus, sim, memory_rows=memory_rows, latency=latency,
                                 bandwidth=bandwidth, engines=eparams or False,
-                                mcq_depth=mcq_depth)
+                                mcq_depth=mcq_depth, geometry=(params, nparams))
     stop = threading.Event()
 
     def follow():

@@ -30,7 +30,7 @@ from sim.system.driver import ETYPES, REMOTE_SPACE
 from sim.system.workload import LINK_BANDWIDTH, GemmSpec, Workload, ring_reference
 from system.engine.config import EngineParams
 from system.engine.model import (ag_steps, gemm_program, pack_step, pack_wg, partial_beats,
-                                 read_steps, rs_steps)
+                                 program_beats, read_steps, rs_steps)
 
 
 __all__ = ["System", "run_system"]
@@ -364,8 +364,8 @@ class EngineSystem(RingHost):
         """``programs[g]``: ``(kernel, registers, descriptor beats)`` of GPU ``g``."""
         from system.engine.config import MODE, STATUS
         before = await self.snapshot()
-        await self.load([[(self.prog + i, beat) for i, beat in enumerate(prog[2])]
-                         for prog in programs])
+        await self.load([[(self.prog + i, beat) for i, beat in
+                          enumerate(program_beats(self.params, prog[2]))] for prog in programs])
         etype = ETYPES[self.wl.spec.dtype].value
 
         async def configure(g):

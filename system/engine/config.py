@@ -24,6 +24,10 @@ Steps (``mode.kernel = STEPS``)
     the CUs, the all-gather and the read-back are step programs
     (:func:`system.engine.model.rs_steps` ...).
 
+Descriptors wider than a beat (:func:`desc_beats`: the board's 128-bit beats) take
+``desc_beats`` program beats each, low bits first; the program memory is that wide, each beat
+written on its own through the bulk port, and a descriptor is read in one cycle.
+
 A run ends (``done``) when the kernel is complete and ``arrivals`` communication writes have
 completed in the node since the start.
 """
@@ -37,7 +41,8 @@ from hw.csr import Field, Reg, RegisterFile
 from hw.params import T3Params, check_int
 
 
-__all__ = ["EngineParams", "Kernel", "wg_layout", "step_layout", "engine_registers", "MODE",
+__all__ = ["EngineParams", "Kernel", "wg_layout", "step_layout", "desc_beats",
+           "engine_registers", "MODE",
            "STATUS", "CTRL", "STAT_REGISTERS", "Z_STORE", "Z_CAPTURE"]
 
 
@@ -115,6 +120,15 @@ def step_layout(params: T3Params):
     })
 
 
+def desc_beats(params: T3Params):
+    """Program-memory beats of one descriptor: the wider of :func:`wg_layout` and
+    :func:`step_layout` in beats, rounded up to a power of two (1 with 256-bit beats, 2 with
+    128).  Descriptor ``i`` of a program is at program beats ``(prog_base + i) * desc_beats``
+    on, its low bits first."""
+    bits = max(wg_layout(params).size, step_layout(params).size)
+    return 1 << (-(-bits // params.beat_bits) - 1).bit_length()
+
+
 #: The ``mode`` register.
 MODE = Reg("mode", None, "rw", "", fields=(
     Field("kernel", doc="0 GEMM, 1 steps"),
@@ -147,7 +161,8 @@ def engine_registers(params: T3Params, eparams: EngineParams):
         MODE, CTRL, STATUS,
         Reg("arrivals_target", 32, "rw", "communication writes that must have completed in the "
                                          "node since the start before `done`"),
-        Reg("prog_base", lb, "rw", "local beat of the first descriptor"),
+        Reg("prog_base", lb, "rw", "the first descriptor: program beat `prog_base` x "
+                                   "`desc_beats` (`desc_beats` 1 with 256-bit beats)"),
         Reg("prog_count", 16, "rw", "descriptors (WGs or steps)"),
         Reg("cus", 5, "rw", "GEMM: WGs in flight (1 to `slots`)", reset=1),
         Reg("read_beats", 16, "rw", "GEMM: input reads per WG"),

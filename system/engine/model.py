@@ -18,11 +18,11 @@ import numpy as np
 
 from hw.interfaces import ElemType, Op, Packer
 from nmc.model import alu_reference
-from .config import MAX_WFS, Z_CAPTURE, Z_STORE, step_layout, wg_layout
+from .config import MAX_WFS, Z_CAPTURE, Z_STORE, desc_beats, step_layout, wg_layout
 
 
 __all__ = ["WGDesc", "Step", "GemmProgram", "gemm_program", "rs_steps", "ag_steps",
-           "read_steps", "pack_wg", "pack_step", "gemm_requests", "run_steps", "partial_beats"]
+           "read_steps", "pack_wg", "pack_step", "program_beats", "gemm_requests", "run_steps", "partial_beats"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +69,13 @@ def data_fields(layout, skip):
     from amaranth.lib import data
     return data.FlexibleLayout(layout.size, {name: data.Field(field.shape, field.offset)
                                              for name, field in layout if name != skip})
+
+
+def program_beats(params, words):
+    """The program-memory beats of descriptors ``words`` (from :func:`pack_wg` or
+    :func:`pack_step`): :func:`system.engine.config.desc_beats` beats each, low bits first."""
+    d, mask = desc_beats(params), (1 << params.beat_bits) - 1
+    return [(w >> (k * params.beat_bits)) & mask for w in words for k in range(d)]
 
 
 def pack_step(params, step: Step):

@@ -13,8 +13,8 @@ from hw.interfaces import ElemType, Op, mem_request_layout, request_signature, \
     response_signature
 from hw.params import T3Params
 from nmc.alu import NearBankALU
-from .config import (MAX_WFS, Z_CAPTURE, EngineParams, Kernel, engine_registers, step_layout,
-                     wg_layout)
+from .config import (MAX_WFS, Z_CAPTURE, EngineParams, Kernel, desc_beats, engine_registers,
+                     step_layout, wg_layout)
 
 
 __all__ = ["CUEngine", "load_signature", "COUNTER_BITS"]
@@ -137,20 +137,28 @@ class CUEngine(wiring.Component):
 
         # --- memories: local data (partials, captures) and program; the bulk port --------------
         m.submodules.dmem = dmem = Memory(shape=beat, depth=ep.local_beats, init=[])
-        m.submodules.pmem = pmem = Memory(shape=beat, depth=ep.local_beats, init=[])
+        # a program row is one descriptor of D beats, written a beat at a time from the bulk port
+        D = desc_beats(p)
+        dshift = D.bit_length() - 1
+        m.submodules.pmem = pmem = Memory(shape=D * beat, depth=-(-ep.local_beats // D),
+                                          init=[])
         d_rd, d_wr = dmem.read_port(), dmem.write_port()
-        p_rd, p_wr = pmem.read_port(), pmem.write_port()
+        p_rd, p_wr = pmem.read_port(), pmem.write_port(granularity=beat)
         load_prog = self.load.addr[-1]
         load_addr = self.load.addr[:-1]
+        load_word = load_addr[:dshift]
         last_load_prog = Signal()
-        m.d.sync += last_load_prog.eq(load_prog)
+        last_load_word = Signal(max(1, dshift))
+        m.d.sync += [last_load_prog.eq(load_prog), last_load_word.eq(load_word)]
         m.d.comb += [
-            d_rd.addr.eq(load_addr), p_rd.addr.eq(load_addr),
-            d_wr.addr.eq(load_addr), p_wr.addr.eq(load_addr),
-            d_wr.data.eq(self.load.w_data), p_wr.data.eq(self.load.w_data),
+            d_rd.addr.eq(load_addr), p_rd.addr.eq(load_addr >> dshift),
+            d_wr.addr.eq(load_addr), p_wr.addr.eq(load_addr >> dshift),
+            d_wr.data.eq(self.load.w_data), p_wr.data.eq(self.load.w_data.replicate(D)),
             d_wr.en.eq(~busy & self.load.w_en & ~load_prog),
-            p_wr.en.eq(~busy & self.load.w_en & load_prog),
-            self.load.r_data.eq(Mux(last_load_prog, p_rd.data, d_rd.data)),
+            p_wr.en.eq(Mux(~busy & self.load.w_en & load_prog, 1 << load_word, 0)),
+            self.load.r_data.eq(Mux(last_load_prog,
+                                    p_rd.data.word_select(last_load_word, beat) if D > 1
+                                    else p_rd.data, d_rd.data)),
         ]
 
         # --- the pending queue: what each awaited response belongs to ---------------------------
