@@ -48,13 +48,17 @@ class AXILiteToCSR(wiring.Component):
     ``wvalid`` are high (``awready`` and ``wready`` rise together), strobes the register bus in
     that cycle and answers ``bresp`` the next cycle.  A write with ``wstrb`` other than ``0xf``
     or an address not word aligned is not performed and answers ``SLVERR`` (a register is never
-    half written).  A read is accepted with ``arready`` and answered two cycles later with the
-    word (the register bus has one cycle of read latency); a misaligned read answers ``SLVERR``
-    and zero.
+    half written).  A read is accepted with ``arready`` and answered ``read_latency + 1``
+    cycles later with the word (the register bus answers an address ``read_latency`` cycles
+    after it is presented: 1 for a :class:`hw.csr.RegisterFile`, 2 behind a registered
+    :class:`CSRDecoder`); a misaligned read answers ``SLVERR`` and zero.
     """
 
-    def __init__(self, addr_bits):
+    def __init__(self, addr_bits, read_latency=1):
+        if read_latency not in (1, 2):
+            raise ValueError(f"read_latency must be 1 or 2, not {read_latency!r}")
         self.addr_bits = addr_bits
+        self.read_latency = read_latency
         super().__init__({
             "axil": In(axil_signature(addr_bits)),
             "csr":  Out(csr_signature(addr_bits - 2)),
@@ -64,6 +68,7 @@ class AXILiteToCSR(wiring.Component):
         m = Module()
         bus, csr = self.axil, self.csr
         r_err = Signal()
+        r_wait = Signal()           # the first of two cycles of read latency has passed
         with m.FSM(name="axil"):
             with m.State("IDLE"):
                 with m.If(bus.awvalid & bus.wvalid):
@@ -86,11 +91,16 @@ class AXILiteToCSR(wiring.Component):
                 with m.If(bus.bready):
                     m.next = "IDLE"
             with m.State("READ_WAIT"):
-                # the register bus answers the address of the previous cycle now
-                m.d.sync += [bus.rdata.eq(csr.r_data), bus.rresp.eq(OKAY)]
-                with m.If(r_err):
-                    m.d.sync += [bus.rdata.eq(0), bus.rresp.eq(SLVERR)]
-                m.next = "READ_RESP"
+                # the register bus answers the address of read_latency cycles ago
+                answer = 1
+                if self.read_latency == 2:
+                    m.d.sync += r_wait.eq(~r_wait)
+                    answer = r_wait
+                with m.If(answer):
+                    m.d.sync += [bus.rdata.eq(csr.r_data), bus.rresp.eq(OKAY)]
+                    with m.If(r_err):
+                        m.d.sync += [bus.rdata.eq(0), bus.rresp.eq(SLVERR)]
+                    m.next = "READ_RESP"
             with m.State("READ_RESP"):
                 m.d.comb += bus.rvalid.eq(1)
                 with m.If(bus.rready):
@@ -123,13 +133,22 @@ class CSRDecoder(wiring.Component):
         ``blocks[k][0]`` (``Out(csr_signature(addr_bits))``).  Addresses beyond the last block
         read as zero and ignore writes.
 
-    Timing: the register bus's one cycle of read latency is kept (the block selected in the
-    previous cycle drives ``r_data``).
+    registered : bool
+        Each block's ``addr``, ``w_stb`` and ``w_data`` come from registers of its own, which
+        the placer puts by the block: on an FPGA the bus spans the chip, and the write decode
+        inside a block followed the bus's wires in the same cycle.  A write then acts a cycle
+        later, and a read is answered two cycles after its address (``read_latency``);
+        connect an :class:`AXILiteToCSR` with the same ``read_latency``.
+
+    Timing: ``read_latency`` (1, or 2 when ``registered``) cycles from an address on ``bus``
+    to its word on ``bus.r_data`` (the block selected then drives it).
     """
 
-    def __init__(self, window_bits, blocks):
+    def __init__(self, window_bits, blocks, registered=False):
         self.window_bits = window_bits
         self.blocks = list(blocks)
+        self.registered = registered
+        self.read_latency = 2 if registered else 1
         self.addr_bits, members = _windows("block", window_bits, self.blocks, csr_signature)
         super().__init__(members)
 
@@ -137,20 +156,24 @@ class CSRDecoder(wiring.Component):
         m = Module()
         bus = self.bus
         select = bus.addr[self.window_bits:]
-        last = Signal.like(select)
-        last_in = Signal()          # the previous address was inside its block's registers
-        m.d.sync += [last.eq(select), last_in.eq(0)]
+        # the block and whether the address was inside its registers, read_latency cycles ago
+        last = [Signal.like(select, name=f"last{k}") for k in range(self.read_latency)]
+        last_in = [Signal(name=f"last_in{k}") for k in range(self.read_latency)]
+        m.d.sync += [last[0].eq(select), last_in[0].eq(0)]
+        for k in range(1, self.read_latency):
+            m.d.sync += [last[k].eq(last[k - 1]), last_in[k].eq(last_in[k - 1])]
+        domain = m.d.sync if self.registered else m.d.comb
         for index, (name, addr_bits) in enumerate(self.blocks):
             port = getattr(self, name)
             inside = (select == index) & (bus.addr[addr_bits:self.window_bits] == 0)
-            m.d.comb += [
+            domain += [
                 port.addr.eq(bus.addr[:addr_bits]),
                 port.w_data.eq(bus.w_data),
                 port.w_stb.eq(bus.w_stb & inside),
             ]
             with m.If(inside):
-                m.d.sync += last_in.eq(1)
-            with m.If(last_in & (last == index)):
+                m.d.sync += last_in[0].eq(1)
+            with m.If(last_in[-1] & (last[-1] == index)):
                 m.d.comb += bus.r_data.eq(port.r_data)
         return m
 

@@ -152,9 +152,13 @@ class GPUNode(wiring.Component):
     cfg : In(axil_signature(...))
         AXI4-Lite configuration: block ``k`` of :data:`BLOCK_ORDER` at byte ``k * 1024``; the
         map is in ``docs/system.md`` (:func:`system.node.register_address`).
+        Every block's register bus starts from registers of its own (a registered
+        :class:`hw.axil.CSRDecoder`): a write acts 2 cycles after its ``AW``/``W`` handshake,
+        and a read is answered 3 cycles after its ``AR``.
     ext : Out(csr_signature(ext_addr_bits))
         The register bus of the ``gpu`` window (its first ``2 ** ext_addr_bits`` words), for
-        the GPU side; reads as zero when nothing is connected.
+        the GPU side; reads as zero when nothing is connected.  Registered like the blocks'
+        (its ``r_data`` answers the ``addr`` of the previous cycle).
     arb_drain, arb_calib_start, arb_calib_end : In(1)
         Kernel-boundary strobes from the GPU side, OR-ed with the ``ctrl`` register's: the
         producer kernel ended; the calibration window starts; it ends.  Registered: the
@@ -172,9 +176,11 @@ class GPUNode(wiring.Component):
         self.block_regs = {"node": self.regs, "tracker": self.tracker.regs,
                            "arbiter": self.arbiter.regs, "nmc": self.nmc.regs,
                            "dma": self.dma.regs}
+        # registered: each block's register bus starts from registers by the block (the bus
+        # spans the node; the write decode behind its wires was the node's slowest path)
         self.decoder = CSRDecoder(WINDOW_BITS, [
             (name, self.block_regs[name].addr_bits if name in self.block_regs else ext_addr_bits)
-            for name in BLOCK_ORDER])
+            for name in BLOCK_ORDER], registered=True)
         self.cfg_addr_bits = self.decoder.addr_bits + 2
         assert self.cfg_addr_bits == CFG_ADDR_BITS
         super().__init__({
@@ -197,7 +203,7 @@ class GPUNode(wiring.Component):
         m.submodules.nmc = nmc = self.nmc
         m.submodules.dma = dma = self.dma
         m.submodules.decoder = decoder = self.decoder
-        m.submodules.axil = axil = AXILiteToCSR(self.cfg_addr_bits)
+        m.submodules.axil = axil = AXILiteToCSR(self.cfg_addr_bits, decoder.read_latency)
 
         # --- configuration -------------------------------------------------------------------
         connect(m, wiring.flipped(self.cfg), axil.axil)

@@ -116,8 +116,8 @@ def test_run_refuses_bad_workloads(args, message, capsys):
      "t3: error: baud 3000000 is 4.2% off at clock_hz 25000000 (divisor 8)"),
     (["board", "run", "--port", "/dev/ttyUSB9", "--baud", "100"],
      "argument --baud: must be an integer >= 1200, not 100"),
-    (["board", "sim", "--k", "100000"], "t3: error: buffer 'B': 3200000 bytes at 0x4400 "
-                                        "exceed GPU 0's memory of 32768 bytes"),
+    (["board", "sim", "--k", "100000"], "t3: error: buffer 'A': 16384 bytes at 0x400 "
+                                        "exceed GPU 0's memory of 16384 bytes"),
 ])
 def test_cli_refuses_bad_arguments_before_any_build(argv, message, tmp_path, capsys,
                                                     monkeypatch):

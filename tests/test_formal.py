@@ -92,11 +92,14 @@ class AXILiteSpec(Elaboratable):
     """Any host obeying AXI (a valid holds until ready): the register bus is written only in
     a cycle where both the address and the data are taken, with that address and data; every
     write gets exactly one ``B``, every read one ``R``, none unasked; one transaction at a
-    time."""
+    time.  With either read latency of the register bus (2: the node's registered decoder)."""
+
+    def __init__(self, read_latency=1):
+        self.read_latency = read_latency
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.dut = dut = AXILiteToCSR(6)
+        m.submodules.dut = dut = AXILiteToCSR(6, self.read_latency)
         bus = dut.axil
         stream_source(m, bus.awvalid, Cat(bus.awaddr, bus.awprot), bus.awready, "aw")
         stream_source(m, bus.wvalid, Cat(bus.wdata, bus.wstrb), bus.wready, "w")
@@ -303,6 +306,7 @@ class TrackerSpec(Elaboratable):
 PROOFS = {
     "link": (LinkSpec, "bmc", 8, 10),
     "axil": (AXILiteSpec, "bmc", 7, 8),
+    "axil_latency2": (lambda: AXILiteSpec(read_latency=2), "bmc", 7, 8),
     "nmc": (NMCSpec, "bmc", 11, 13),
     "dma_send": (DMASendSpec, "bmc", 9, 12),
     "dma_receive": (DMAReceiveSpec, "bmc", 6, 7),

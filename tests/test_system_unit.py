@@ -29,15 +29,17 @@ P = T3Params()
 class _TwoBlocks(wiring.Component):
     """An AXI4-Lite port in front of two register files (windows of 4 words)."""
 
-    def __init__(self):
+    def __init__(self, registered=False):
         self.a = RegisterFile([Reg("x", 32, "rw", "x"), Reg("y", 8, "rw", "y")])
         self.b = RegisterFile([Reg("z", 40, "rw", "z")])
-        self.dec = CSRDecoder(2, [("a", self.a.addr_bits), ("b", self.b.addr_bits)])
+        self.dec = CSRDecoder(2, [("a", self.a.addr_bits), ("b", self.b.addr_bits)],
+                              registered=registered)
         super().__init__({"axil": In(axil_signature(self.dec.addr_bits + 2))})
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.bridge = bridge = AXILiteToCSR(self.dec.addr_bits + 2)
+        m.submodules.bridge = bridge = AXILiteToCSR(self.dec.addr_bits + 2,
+                                                    self.dec.read_latency)
         m.submodules.dec = self.dec
         wiring.connect(m, wiring.flipped(self.axil), bridge.axil)
         wiring.connect(m, bridge.csr, self.dec.bus)
@@ -46,8 +48,9 @@ class _TwoBlocks(wiring.Component):
         return m
 
 
-def test_axi_lite_reaches_each_block_and_refuses_partial_writes():
-    dut = _TwoBlocks()
+@pytest.mark.parametrize("registered", [False, True])
+def test_axi_lite_reaches_each_block_and_refuses_partial_writes(registered):
+    dut = _TwoBlocks(registered)
     seen = {}
 
     async def bench(ctx):
@@ -69,6 +72,41 @@ def test_axi_lite_reaches_each_block_and_refuses_partial_writes():
     assert seen[0x10] == (0x12345678, OKAY) and seen[0x14] == (0xFF, OKAY)
     assert seen[0xC] == (0, OKAY) and seen[0x1C] == (0, OKAY)
     assert seen["bad"] == (0, SLVERR)
+
+
+def test_a_registered_decoder_has_no_path_from_its_bus_to_a_block():
+    """Registered, a block's ``addr``, ``w_stb`` and ``w_data`` change only at a clock edge,
+    and a read is answered two cycles after its address."""
+    dec = CSRDecoder(2, [("a", 2), ("b", 1)], registered=True)
+    seen = []
+
+    async def bench(ctx):
+        ports = [getattr(dec, n).addr for n in "ab"] + [getattr(dec, n).w_stb for n in "ab"] + \
+            [getattr(dec, n).w_data for n in "ab"]
+        for addr, stb, word in [(1, 1, 0x1234), (4, 1, 0x55), (5, 0, 7), (0, 0, 0)]:
+            before = [ctx.get(p) for p in ports]
+            ctx.set(dec.bus.addr, addr)
+            ctx.set(dec.bus.w_stb, stb)
+            ctx.set(dec.bus.w_data, word)
+            assert [ctx.get(p) for p in ports] == before
+            await ctx.tick()
+            port = dec.b if addr >= 4 else dec.a
+            assert (ctx.get(port.addr), ctx.get(port.w_stb), ctx.get(port.w_data)) == \
+                (addr & 3 if addr < 4 else addr & 1, stb, word)
+        # a read of b's word 1 among reads of a's word 0; each block answers the address of
+        # the previous cycle (a register file's latency) with 0xA0 / 0xB0 plus that address
+        last = {"a": 0, "b": 0}
+        for addr in (0, 5, 0, 0, 0):
+            ctx.set(dec.bus.addr, addr)
+            for name in "ab":
+                ctx.set(getattr(dec, name).r_data, (0xA0 if name == "a" else 0xB0) + last[name])
+            seen.append(ctx.get(dec.bus.r_data))
+            last = {name: ctx.get(getattr(dec, name).addr) for name in "ab"}
+            await ctx.tick()
+
+    run_testbench(dec, bench)
+    # the address of two cycles before: a's word 0 (0xA0), then b's word 1 (0xB1) in cycle 3
+    assert seen[2:] == [0xA0, 0xB1, 0xA0]
 
 
 class _Sliced(wiring.Component):
