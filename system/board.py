@@ -15,7 +15,7 @@ The address map (byte addresses of the bridge's commands): GPU ``g``'s configura
 
 import dataclasses
 
-from amaranth import Cat, Elaboratable, Module, Signal
+from amaranth import C, Cat, Elaboratable, Instance, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect
 
@@ -29,7 +29,7 @@ from system.engine.rtl import load_signature
 from system.node import NodeParams
 
 
-__all__ = ["BoardParams", "BoardHost", "BoardCore", "BoardTop", "board_registers", "BOARD_ID",
+__all__ = ["BoardParams", "BoardHost", "BoardCore", "BoardTop", "ecp5_global", "board_registers", "BOARD_ID",
            "CTRL", "STATUS", "READ_LATENCY"]
 
 
@@ -267,12 +267,15 @@ class BoardCore(wiring.Component):
         timeout); 3: ``status.bad_gpu``.
 
     ``flat``: the GPUs elaborated in place (for synthesis) rather than instances of one module
-    exported once (for simulation; ``instanced_modules`` lists it).
+    exported once (for simulation; ``instanced_modules`` lists it).  ``reset_buffer(m,
+    signal)``: the net the registers take their reset from (:func:`system.ring.registered_reset`;
+    on the chip, :func:`ecp5_global`).
     """
 
-    def __init__(self, bparams: BoardParams = BoardParams(), flat=False):
+    def __init__(self, bparams: BoardParams = BoardParams(), flat=False, reset_buffer=None):
         from system.ring import Ring
         self.bparams = bparams
+        self.reset_buffer = reset_buffer
         self.ring = Ring(bparams.params, bparams.nparams, gpus=bparams.gpus,
                          latency=bparams.link_latency, num=bparams.link_num,
                          den=bparams.link_den, engines=bparams.engine, clocked=False,
@@ -291,7 +294,7 @@ class BoardCore(wiring.Component):
         from system.ring import registered_reset
         m = Module()
         b = self.bparams
-        registered_reset(m, self.clk, self.rst)
+        registered_reset(m, self.clk, self.rst, self.reset_buffer)
         m.submodules.ring = ring = self.ring
         m.submodules.host = host = self.host
         m.submodules.decoder = decoder = self.decoder
@@ -313,19 +316,30 @@ class BoardCore(wiring.Component):
         return m
 
 
+def ecp5_global(m, signal):
+    """``signal`` through an ECP5 ``DCCA`` onto one of the chip's primary (global) networks,
+    which reach every slice's clock, reset and enable inputs.  nextpnr promotes only clocks on
+    its own; the board's reset has about 25,000 flip-flop loads, and left in the general
+    routing it made the design unroutable (router2 levelled off at 10,000 overused wires at
+    59 % of the LUTs; ``docs/fpga.md``)."""
+    out = Signal()
+    m.submodules.reset_global = Instance("DCCA", i_CLKI=signal, i_CE=C(1, 1), o_CLKO=out)
+    return out
+
+
 class BoardTop(Elaboratable):
     """:class:`BoardCore` on the pins of a **ULX3S** with an LFE5U-85F (``amaranth-boards``'
     ``ULX3S_85F_Platform``): the 25 MHz oscillator (``clk25``, pin G2) is the clock, the FTDI
     serial port (``uart``: the board's RX on M1, TX on L4) the host's line, LEDs 0-3 (B2, C2,
     C1, D2) the core's ``leds``; reset is the power-on state of the registers and a press of
-    the ``PWR`` button (D6).  Build with ``t3 synth board --out DIR``."""
+    the ``PWR`` button (D6), registered and spread over a global network (:func:`ecp5_global`).  Build with ``t3 synth board --out DIR``."""
 
     def __init__(self, bparams: BoardParams = BoardParams()):
         self.bparams = bparams
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.core = core = BoardCore(self.bparams, flat=True)
+        m.submodules.core = core = BoardCore(self.bparams, flat=True, reset_buffer=ecp5_global)
         clk = platform.request("clk25", 0)
         uart = platform.request("uart", 0)
         button = platform.request("button_pwr", 0)

@@ -33,15 +33,18 @@ def check_ring(nparams: NodeParams, gpus, latency, num, den):
     check_link(latency, num, den)
 
 
-def registered_reset(m: Module, clk, rst):
+def registered_reset(m: Module, clk, rst, buffer=None):
     """Define ``m``'s ``sync`` domain on ``clk`` with a registered ``rst``: Amaranth's Verilog
     computes every register's next value with ``rst`` in it, so a reset straight from a port
     would put the whole design in the logic a simulator re-evaluates whenever an input may have
-    changed (Verilator's ``ico`` region); the reset takes effect one cycle later."""
+    changed (Verilator's ``ico`` region); the reset takes effect one cycle later.  ``buffer(m,
+    signal)``, if given, returns the net the registers get in place of the registered reset
+    (on an FPGA: a global buffer)."""
     m.domains.sync = sync = ClockDomain("sync")
     m.domains.port = port = ClockDomain("port", reset_less=True)
     registered = Signal(init=1)
-    m.d.comb += [sync.clk.eq(clk), port.clk.eq(clk), sync.rst.eq(registered)]
+    m.d.comb += [sync.clk.eq(clk), port.clk.eq(clk),
+                 sync.rst.eq(buffer(m, registered) if buffer else registered)]
     m.d.port += registered.eq(rst)
 
 
