@@ -29,8 +29,8 @@ from system.engine.rtl import load_signature
 from system.node import NodeParams
 
 
-__all__ = ["BoardParams", "BoardHost", "BoardCore", "BoardTop", "ecp5_global", "board_registers", "BOARD_ID",
-           "CTRL", "STATUS", "READ_LATENCY"]
+__all__ = ["BoardParams", "BoardHost", "BoardCore", "BoardTop", "ecp5_global", "board_registers",
+           "BOARD_ID", "CTRL", "STATUS", "READ_LATENCY"]
 
 
 #: What the board block's ``id`` register reads: "T3" and the register map's version.
@@ -332,7 +332,8 @@ class BoardTop(Elaboratable):
     ``ULX3S_85F_Platform``): the 25 MHz oscillator (``clk25``, pin G2) is the clock, the FTDI
     serial port (``uart``: the board's RX on M1, TX on L4) the host's line, LEDs 0-3 (B2, C2,
     C1, D2) the core's ``leds``; reset is the power-on state of the registers and a press of
-    the ``PWR`` button (D6), registered and spread over a global network (:func:`ecp5_global`).  Build with ``t3 synth board --out DIR``."""
+    the ``PWR`` button (D6), registered and spread over a global network (:func:`ecp5_global`).
+    Build with ``t3 synth board --out DIR``."""
 
     def __init__(self, bparams: BoardParams = BoardParams()):
         self.bparams = bparams

@@ -22,7 +22,8 @@ from .config import MAX_WFS, Z_CAPTURE, Z_STORE, desc_beats, step_layout, wg_lay
 
 
 __all__ = ["WGDesc", "Step", "GemmProgram", "gemm_program", "rs_steps", "ag_steps",
-           "read_steps", "pack_wg", "pack_step", "program_beats", "gemm_requests", "run_steps", "partial_beats"]
+           "read_steps", "pack_wg", "pack_step", "program_beats", "gemm_requests", "run_steps",
+           "partial_beats"]
 
 
 @dataclasses.dataclass(frozen=True)
