@@ -173,9 +173,9 @@ class DMAEngine(wiring.Component):
         c_idx = Signal(dp.command_bits)
         c_exists = Signal()
         c_mode = Signal(MODE.layout)
-        c_src, c_dst = Signal(A), Signal(A)
-        c_cols, c_ld = Signal(dp.dim_bits), Signal(dp.dim_bits)
-        c_trows, c_tcols = Signal(dp.dim_bits), Signal(dp.dim_bits)
+        c_src, c_dst = Signal(A, name="c_src"), Signal(A, name="c_dst")
+        c_cols, c_ld = Signal(dp.dim_bits, name="c_cols"), Signal(dp.dim_bits, name="c_ld")
+        c_trows, c_tcols = Signal(dp.dim_bits, name="c_trows"), Signal(dp.dim_bits, name="c_tcols")
         # taken with the command, so that LOAD's multiplies start from registers: the tile's
         # columns less one and the row stride in bytes (ld << eshift)
         c_tcols_m1 = Signal(dp.dim_bits)
@@ -319,7 +319,7 @@ class DMAEngine(wiring.Component):
         credit_bits = range(dp.buffer_beats + 1)
         reserved = Signal(credit_bits)
         ag_busy = Signal()
-        ag_addr, ag_seg = Signal(A), Signal(A)
+        ag_addr, ag_seg = Signal(A, name="ag_addr"), Signal(A, name="ag_seg")
         ag_in_seg = Signal(dp.len_bits)
         ag_seg_beats = Signal(dp.len_bits)
         ag_stride = Signal(A)
@@ -465,7 +465,7 @@ class DMAEngine(wiring.Component):
         hdr_head = data.View(self.hdr_layout, hdr_q.r_data)
         run_head = data.View(self.hdr_layout, run_q.r_data)
         prefer_remote = Signal()
-        lock, lock_remote = Signal(), Signal()
+        lock, lock_remote = Signal(name="lock"), Signal(name="lock_remote")
         tx_left = Signal(dp.len_bits)
         tx_hs = Signal()
         m.d.comb += tx_hs.eq(tx.tvalid & tx.tready)
@@ -533,8 +533,9 @@ class DMAEngine(wiring.Component):
         rx_free = rxq_slice.i.ready
         m.d.comb += rxq_slice.o.ready.eq(rxq_taken)
         rx_hdr = Signal(self.hdr_layout)
-        rx_addr, rx_seg = Signal(A), Signal(A)
-        rx_in_seg, rx_left = Signal(dp.len_bits), Signal(dp.len_bits)
+        rx_addr, rx_seg = Signal(A, name="rx_addr"), Signal(A, name="rx_seg")
+        rx_in_seg = Signal(dp.len_bits, name="rx_in_seg")
+        rx_left = Signal(dp.len_bits, name="rx_left")
         rx_past = Signal()          # the next beat's address is past the address space
         rx_hs = Signal()
         m.d.comb += rx_hs.eq(rx.tvalid & rx.tready)
@@ -631,7 +632,7 @@ class DMAEngine(wiring.Component):
         # --- memory request arbiter: tile reads and received writes ---------------------------
         mem = self.mem
         prefer_rx = Signal()
-        mem_lock, mem_lock_rx = Signal(), Signal()
+        mem_lock, mem_lock_rx = Signal(name="mem_lock"), Signal(name="mem_lock_rx")
         pick_rx = Signal()
         m.d.comb += pick_rx.eq(Mux(mem_lock, mem_lock_rx, rxq_v & (prefer_rx | ~rd_v)))
         read_req = Signal(mem_request_layout(p))

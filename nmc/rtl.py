@@ -157,12 +157,18 @@ class NMCUnit(wiring.Component):
         # timer that reads 1 or 0 reads 0 next cycle unless the head's own action loads it;
         # after a column command the head is a new command, fresh again.
         fresh = Signal(init=1)
-        f_bad, f_reading, f_open, f_hit = Signal(), Signal(), Signal(), Signal()
+        f_bad = Signal(name="f_bad")
+        f_reading = Signal(name="f_reading")
+        f_open = Signal(name="f_open")
+        f_hit = Signal(name="f_hit")
         f_col, f_ras, f_act, f_bg, f_wtr, f_any, f_hazard = (Signal(name=f"f_{flag}") for flag in (
             "col", "ras", "act", "bg", "wtr", "any", "hazard"))
         f_room = Signal(init=1)
         go = self.cmd.valid & ~fresh & ~f_bad
-        do_col, do_pre, do_act, do_err = Signal(), Signal(), Signal(), Signal()
+        do_col = Signal(name="do_col")
+        do_pre = Signal(name="do_pre")
+        do_act = Signal(name="do_act")
+        do_err = Signal(name="do_err")
         m.d.comb += [
             do_err.eq(self.cmd.valid & ~fresh & f_bad & f_room),
             do_col.eq(go & f_hit & f_col & f_bg & f_any & (~f_reading | f_wtr) & ~f_hazard &
@@ -216,7 +222,7 @@ class NMCUnit(wiring.Component):
         # registers follows it)
         m.d.comb += [rd.addr.eq(beat), rd.en.eq(1)]
         s0 = Signal(mem_request_layout(p))
-        s0_valid, s0_err = Signal(), Signal()
+        s0_valid, s0_err = Signal(name="s0_valid"), Signal(name="s0_err")
         m.d.sync += [s0_valid.eq(issue), s0_err.eq(do_err), s0.eq(c)]
         m.d.comb += [
             alu.i.valid.eq(s0_valid),

@@ -191,7 +191,9 @@ class Tracker(wiring.Component):
         good = whole & aligned & (byte_count != 0)
 
         # --- The pipeline moves in lockstep: every stage advances when stage 3 does ------------
-        s1_valid, s2_valid, s3_valid = Signal(), Signal(), Signal()
+        s1_valid = Signal(name="s1_valid")
+        s2_valid = Signal(name="s2_valid")
+        s3_valid = Signal(name="s3_valid")
         advance = Signal()
 
         # --- Stage 1 registers (the row is being read) ------------------------------------
@@ -228,9 +230,11 @@ class Tracker(wiring.Component):
 
         # --- Stage 2 registers (the row as read) -------------------------------------------
         s2_row = Signal(row_layout)
-        s2_count, s2_bad = Signal(), Signal()
+        s2_count, s2_bad = Signal(name="s2_count"), Signal(name="s2_bad")
         # the outcome of a miss (no open tile) needs no row: the count is the increment
-        s2_miss_fire, s2_miss_over, s2_miss_overflow = Signal(), Signal(), Signal()
+        s2_miss_fire = Signal(name="s2_miss_fire")
+        s2_miss_over = Signal(name="s2_miss_over")
+        s2_miss_overflow = Signal(name="s2_miss_overflow")
         # for a hit: count + inc vs threshold and maximum is count vs these, each way in parallel
         s2_room = Signal(signed(thr_bits + 1))       # threshold - increment
         s2_cap = Signal(signed(tp.count_bits + 1))   # max_count - increment
