@@ -11,7 +11,7 @@ __all__ = ["BOARD_SPEC", "sim_board", "check_board_config", "simulate_board", "r
 
 
 #: The GEMM the board runs by default: each GPU's 16 x 32 fp16 output, K = 32, two 16 x 16
-#: tiles per GPU per chunk; it fits the board's engine memories and 32 KiB HBM models.
+#: tiles per GPU per chunk; it fits the board's engine memories and 16 KiB HBM models.
 BOARD_SPEC = GemmSpec(m=16, n=32, k=32, dtype="fp16", wfs_per_wg=1, cus=2)
 
 
