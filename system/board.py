@@ -46,26 +46,29 @@ READ_LATENCY = 4
 class BoardParams:
     """What the board builds: ``gpus`` GPUs in a ring on one chip (each a node and its traffic
     engine, near-bank ALUs for ``formats`` only, the engines' step adders for
-    ``engine_formats`` only), ``memory_rows`` rows per bank (``rows`` of
-    :class:`nmc.config.NMCParams`), a Tracker of ``tracker_ways`` ways (the node's 64 sets; the
-    driver refuses a GEMM whose tiles could fill a set), the engines' ``engine`` geometry, links of ``link_latency``
-    cycles and ``link_num / link_den`` beats per cycle, a ``clock_hz`` clock and a serial port of
-    ``baud`` bits per second.  The defaults are cut down for an LFE5U-85F (78 % of its LUTs;
-    it places, but its routing does not converge yet: ``docs/fpga.md``): two GPUs with fp16
-    near-bank ALUs and no step adders in the engines (the board runs T3, whose reduce-scatter
-    adds in the near-bank ALUs; a step adder is 6,800 LUTs a GPU; ``sequential``, whose
+    ``engine_formats`` only), beats of ``beat_bits``, ``memory_rows`` rows per bank (``rows``
+    of :class:`nmc.config.NMCParams`), a Tracker of ``tracker_ways`` ways (the node's 64 sets;
+    the driver refuses a GEMM whose tiles could fill a set), the engines' ``engine``
+    geometry, links of ``link_latency`` cycles and ``link_num / link_den`` beats per cycle, a
+    ``clock_hz`` clock and a serial port of ``baud`` bits per second.
+
+    The defaults are cut down for an LFE5U-85F (``docs/fpga.md``): two GPUs with 128-bit beats
+    (half the system's: every queue, slice and ALU half as wide; the DMA's link header fits
+    one beat with 1-bit GPU numbers and 10-bit beat counts, :attr:`dma_params`, and an engine
+    descriptor takes two program beats), fp16 near-bank ALUs and no step adders in the engines
+    (the board runs T3, whose reduce-scatter adds in the near-bank ALUs; ``sequential``, whose
     reduce-scatter adds on the engines, is refused unless ``engine_formats`` names the GEMM's
-    type), 32 KiB of HBM model, a two-way Tracker (the node's 8 ways are 4,900 LUTs of per-way
-    compares and forwarding; the board's GEMM needs one way) and a 512-beat engine memory
-    each, joined by the simulation system's scaled links (64 cycles, 1.2 bytes per cycle:
-    ``sim.system.run.LINK_LATENCY``, ``sim.system.workload.LINK_BANDWIDTH``)."""
+    type), 16 KiB of HBM model, a two-way Tracker (the node's 8 ways are 4,900 LUTs of per-way
+    compares and forwarding; the board's GEMM needs one way), engines of two WG slots and a
+    512-beat memory, joined by the simulation system's scaled links (64 cycles, 1.2 bytes per
+    cycle: ``sim.system.run.LINK_LATENCY``, ``sim.system.workload.LINK_BANDWIDTH``)."""
     gpus: int = 2
     beat_bits: int = 128
     formats: tuple = ("fp16",)
     engine_formats: tuple = ()
     memory_rows: int = 2
     tracker_ways: int = 2
-    engine: EngineParams = EngineParams(local_beats=512, slots=4, buffer_beats=64, pending=64)
+    engine: EngineParams = EngineParams(local_beats=512, slots=2, buffer_beats=64, pending=64)
     link_latency: int = 64
     link_num: int = 3
     link_den: int = 40
