@@ -228,8 +228,7 @@ def build_bitstream(top, platform, name, out_dir, seed=1):
     # Yosys without wide-LUT muxes (PFUMX/L6MUX21 tie LUTs into the same slice), the
     # electrostatic placer (less wire length than HeAP) and router1: on the two-GPU board
     # with 128-bit beats and its reset on a global network, router2 levels off at 12,000-
-    # 18,000 overused wires while router1 keeps converging, faster without wide LUTs
-    # (docs/fpga.md)
+    # 18,000 overused wires while router1 routes it, faster without wide LUTs (docs/fpga.md)
     plan = platform.build(top, name=name, build_dir=str(out_dir), do_build=False,
                           synth_opts="-nowidelut",
                           nextpnr_opts=f"--seed {seed} --placer static --router router1 "
