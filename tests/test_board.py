@@ -119,10 +119,27 @@ def test_a_read_takes_read_latency_cycles():
     (dict(link_latency=1), r"^link latency must be an integer >= 2, not 1$"),
     (dict(engine_formats=("fp32",)),
      r"^engine_formats \('fp32',\) must be among formats \('fp16',\)$"),
+    (dict(beat_bits=100), r"^beat_bits must be a power of two from 32 to 1024, not 100$"),
+    # 122 bits: the header's other fields (108 with 1-bit GPU numbers, the check among them)
+    # and two 7-bit beat counts, the narrowest the DMA takes
+    (dict(beat_bits=64), r"^beat_bits 64 cannot hold the DMA's link header \(122 bits with "
+                         r"7-bit beat counts\)$"),
 ])
 def test_impossible_boards_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         BoardParams(**kwargs)
+
+
+@pytest.mark.parametrize("beat_bits, len_bits", [(128, 10), (256, 16)])
+def test_the_boards_link_header_fills_one_beat_at_most(beat_bits, len_bits):
+    # the widest beat counts whose header (and check) still fits one beat, at most 16 bits
+    from dma.config import HEADER_CHECK_BITS, header_layout
+    b = BoardParams(beat_bits=beat_bits)
+    dma = b.dma_params
+    assert (dma.gpu_bits, dma.len_bits) == (1, len_bits)
+    size = header_layout(b.params, dma).size + HEADER_CHECK_BITS
+    assert size <= beat_bits
+    assert len_bits == 16 or size + 2 > beat_bits      # one more bit per count would not fit
 
 
 def test_sequential_needs_the_engines_adders():
