@@ -319,11 +319,17 @@ class DMAEngine(wiring.Component):
         credit_bits = range(dp.buffer_beats + 1)
         reserved = Signal(credit_bits)
         ag_busy = Signal()
-        ag_addr, ag_seg = Signal(A, name="ag_addr"), Signal(A, name="ag_seg")
+        ag_addr = Signal(A, name="ag_addr")
         ag_in_seg = Signal(dp.len_bits)
         ag_seg_beats = Signal(dp.len_bits)
         ag_stride = Signal(A)
         ag_left = Signal(dp.len_bits)
+        # the issue's decisions from registers kept a beat ahead (the segment compare and the
+        # next segment's sum were the node's critical path, 15.0 ns, into the enables of the
+        # address registers): ag_seg_end is ag_in_seg + 1 == ag_seg_beats, ag_last is
+        # ag_left == 1, ag_seg_next is the next segment's first address
+        ag_seg_end, ag_last = Signal(name="ag_seg_end"), Signal(name="ag_last")
+        ag_seg_next = Signal(A, name="ag_seg_next")
 
         rd_v = Signal()
         rd_addr = Signal(A)
@@ -335,25 +341,32 @@ class DMAEngine(wiring.Component):
         m.d.comb += [hdr_q.w_en.eq(job_taken), hdr_q.w_data.eq(job)]
         with m.If(job_taken):
             m.d.sync += [
-                ag_busy.eq(1), ag_addr.eq(job_src), ag_seg.eq(job_src), ag_in_seg.eq(0),
+                ag_busy.eq(1), ag_addr.eq(job_src), ag_in_seg.eq(0),
                 ag_seg_beats.eq(job.seg_beats), ag_stride.eq(job.stride),
                 ag_left.eq(job.beats),
+                ag_seg_end.eq(job.seg_beats == 1), ag_last.eq(job.beats == 1),
+                ag_seg_next.eq(job_src + job.stride),
             ]
         issue = Signal()
-        m.d.comb += issue.eq(ag_busy & (~rd_v | rd_taken) & (reserved < dp.buffer_beats))
+        room = Signal(init=1)       # reserved < buffer_beats, kept with reserved
+        m.d.comb += issue.eq(ag_busy & (~rd_v | rd_taken) & room)
         with m.If(issue):
             m.d.sync += [rd_v.eq(1), rd_addr.eq(ag_addr), rd_tag.eq(rd_tag + 1),
-                         ag_left.eq(ag_left - 1)]
-            with m.If(ag_in_seg + 1 == ag_seg_beats):
-                m.d.sync += [ag_in_seg.eq(0), ag_seg.eq(ag_seg + ag_stride),
-                             ag_addr.eq(ag_seg + ag_stride)]
+                         ag_left.eq(ag_left - 1), ag_last.eq(ag_left == 2)]
+            with m.If(ag_seg_end):
+                m.d.sync += [ag_in_seg.eq(0), ag_addr.eq(ag_seg_next),
+                             ag_seg_next.eq(ag_seg_next + ag_stride),
+                             ag_seg_end.eq(ag_seg_beats == 1)]
             with m.Else():
-                m.d.sync += [ag_in_seg.eq(ag_in_seg + 1), ag_addr.eq(ag_addr + beat)]
-            with m.If(ag_left == 1):
+                m.d.sync += [ag_in_seg.eq(ag_in_seg + 1), ag_addr.eq(ag_addr + beat),
+                             ag_seg_end.eq(ag_in_seg + 2 == ag_seg_beats)]
+            with m.If(ag_last):
                 m.d.sync += ag_busy.eq(0)
         with m.Elif(rd_taken):
             m.d.sync += rd_v.eq(0)
-        m.d.sync += reserved.eq(reserved + issue - tx_payload_beat)
+        reserved_next = Signal(credit_bits)
+        m.d.comb += reserved_next.eq(reserved + issue - tx_payload_beat)
+        m.d.sync += [reserved.eq(reserved_next), room.eq(reserved_next < dp.buffer_beats)]
         count(m, cnt["reads"], issue, clear_counters)
 
         # --- read responses -> payload buffer ------------------------------------------------
@@ -467,6 +480,7 @@ class DMAEngine(wiring.Component):
         prefer_remote = Signal()
         lock, lock_remote = Signal(name="lock"), Signal(name="lock_remote")
         tx_left = Signal(dp.len_bits)
+        tx_last = Signal()          # tx_left == 1, kept with it
         tx_hs = Signal()
         m.d.comb += tx_hs.eq(tx.tvalid & tx.tready)
         count(m, cnt["link_busy"], tx_hs, clear_counters)
@@ -493,32 +507,34 @@ class DMAEngine(wiring.Component):
                     m.d.sync += prefer_remote.eq(~pick_remote)
                     with m.If(pick_remote):
                         m.d.comb += [run_q.r_en.eq(1), inc["remote_packets"].eq(1)]
-                        m.d.sync += tx_left.eq(run_head.beats)
+                        m.d.sync += [tx_left.eq(run_head.beats),
+                                     tx_last.eq(run_head.beats == 1)]
                         m.next = "REMOTE"
                     with m.Else():
                         m.d.comb += hdr_q.r_en.eq(1)
-                        m.d.sync += tx_left.eq(hdr_head.beats)
+                        m.d.sync += [tx_left.eq(hdr_head.beats),
+                                     tx_last.eq(hdr_head.beats == 1)]
                         m.d.comb += inc["tiles_sent"].eq(1)
                         m.next = "TILE"
             with m.State("TILE"):
                 m.d.comb += [
                     tx.tvalid.eq(data_q.r_rdy), tx.tdata.eq(data_q.r_data),
-                    tx.tkeep.eq(all_keep), tx.tlast.eq(tx_left == 1),
+                    tx.tkeep.eq(all_keep), tx.tlast.eq(tx_last),
                     data_q.r_en.eq(tx.tready), tx_payload_beat.eq(tx_hs),
                 ]
                 with m.If(tx_hs):
-                    m.d.sync += tx_left.eq(tx_left - 1)
-                    with m.If(tx_left == 1):
+                    m.d.sync += [tx_left.eq(tx_left - 1), tx_last.eq(tx_left == 2)]
+                    with m.If(tx_last):
                         m.next = "IDLE"
             with m.State("REMOTE"):
                 m.d.comb += [
                     tx.tvalid.eq(rem_q.r_rdy), tx.tdata.eq(rem_q.r_data[:p.beat_bits]),
-                    tx.tkeep.eq(rem_q.r_data[p.beat_bits:]), tx.tlast.eq(tx_left == 1),
+                    tx.tkeep.eq(rem_q.r_data[p.beat_bits:]), tx.tlast.eq(tx_last),
                     rem_q.r_en.eq(tx.tready), tx_rem_beat.eq(tx_hs),
                 ]
                 with m.If(tx_hs):
-                    m.d.sync += tx_left.eq(tx_left - 1)
-                    with m.If(tx_left == 1):
+                    m.d.sync += [tx_left.eq(tx_left - 1), tx_last.eq(tx_left == 2)]
+                    with m.If(tx_last):
                         m.next = "IDLE"
 
         # --- depacketizer --------------------------------------------------------------------
@@ -533,9 +549,14 @@ class DMAEngine(wiring.Component):
         rx_free = rxq_slice.i.ready
         m.d.comb += rxq_slice.o.ready.eq(rxq_taken)
         rx_hdr = Signal(self.hdr_layout)
-        rx_addr, rx_seg = Signal(A, name="rx_addr"), Signal(A, name="rx_seg")
+        rx_addr = Signal(A, name="rx_addr")
         rx_in_seg = Signal(dp.len_bits, name="rx_in_seg")
         rx_left = Signal(dp.len_bits, name="rx_left")
+        # kept a beat ahead, as the address generator's: rx_seg_end is rx_in_seg + 1 ==
+        # seg_beats, rx_last is rx_left == 1, rx_seg_next is the next segment's address with its
+        # carry (past the address space)
+        rx_seg_end, rx_last = Signal(name="rx_seg_end"), Signal(name="rx_last")
+        rx_seg_next = Signal(A + 1, name="rx_seg_next")
         rx_past = Signal()          # the next beat's address is past the address space
         rx_hs = Signal()
         m.d.comb += rx_hs.eq(rx.tvalid & rx.tready)
@@ -568,8 +589,10 @@ class DMAEngine(wiring.Component):
                 with m.Else():
                     m.d.sync += [
                         rx_hdr.eq(rx_head), rx_addr.eq(rx_head.addr),
-                        rx_seg.eq(rx_head.addr), rx_in_seg.eq(0),
+                        rx_in_seg.eq(0),
                         rx_left.eq(rx_head.beats), rx_past.eq(0),
+                        rx_seg_end.eq(rx_head.seg_beats == 1), rx_last.eq(rx_head.beats == 1),
+                        rx_seg_next.eq(rx_head.addr + rx_head.stride),
                     ]
                     m.d.comb += inc["packets_received"].eq(1)
                     m.next = "PAYLOAD"
@@ -604,21 +627,23 @@ class DMAEngine(wiring.Component):
                     rxq_slice.i.valid.eq(rx.tvalid & ~rx.tuser & ~rx_past),
                 ]
                 with m.If(rx_hs & ~rx.tuser & ~rx_past):
-                    m.d.sync += rx_left.eq(rx_left - 1)
-                    with m.If(rx_in_seg + 1 == rx_hdr.seg_beats):
-                        m.d.sync += [rx_in_seg.eq(0), rx_seg.eq(rx_seg + rx_hdr.stride),
-                                     rx_addr.eq(rx_seg + rx_hdr.stride),
-                                     rx_past.eq((rx_seg + rx_hdr.stride)[A])]
+                    m.d.sync += [rx_left.eq(rx_left - 1), rx_last.eq(rx_left == 2)]
+                    with m.If(rx_seg_end):
+                        m.d.sync += [rx_in_seg.eq(0),
+                                     rx_addr.eq(rx_seg_next), rx_past.eq(rx_seg_next[A]),
+                                     rx_seg_next.eq(rx_seg_next[:A] + rx_hdr.stride),
+                                     rx_seg_end.eq(rx_hdr.seg_beats == 1)]
                     with m.Else():
                         m.d.sync += [rx_in_seg.eq(rx_in_seg + 1), rx_addr.eq(rx_addr + beat),
-                                     rx_past.eq((rx_addr + beat)[A])]
-                    with m.If(rx.tlast & (rx_left != 1)):
+                                     rx_past.eq((rx_addr + beat)[A]),
+                                     rx_seg_end.eq(rx_in_seg + 2 == rx_hdr.seg_beats)]
+                    with m.If(rx.tlast & ~rx_last):
                         # a short packet: what arrived is written where the header said;
                         # the rest is never invented
                         m.d.comb += ev["rx_framing"].eq(1)
                     with m.If(rx.tlast):
                         m.next = "HEADER"
-                    with m.Elif(rx_left == 1):
+                    with m.Elif(rx_last):
                         m.d.comb += ev["rx_framing"].eq(1)   # longer than its header says
                         m.next = "DROP"
             with m.State("DROP"):
