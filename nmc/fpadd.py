@@ -17,7 +17,7 @@ right after a carry; left by the leading-zero count after a cancellation, but ne
 smallest exponent, which yields subnormals), round to nearest even, and saturate to infinity.
 """
 
-from amaranth import Cat, Const, Module, Mux, Signal, Elaboratable
+from amaranth import C, Cat, Const, Module, Mux, Signal, Elaboratable
 from amaranth.lib import data
 
 
@@ -59,24 +59,37 @@ def float_layout(fmt: FloatFormat):
 
 
 def leading_zeros(m, value):
-    """The number of leading zeros of ``value`` (``len(value)`` when it is zero), counted in
-    log2 stages: each stage asks whether the upper half of what is left is zero and, if so,
-    shifts it out.  A priority chain over the bits would be one stage per bit, in logic depth
-    and in a simulator's evaluation alike."""
+    """The number of leading zeros of ``value`` (``len(value)`` when it is zero), counted by a
+    tree: each pair of bits says whether it is zero and, if not, its count (one bit); two
+    halves combine into whether both are zero and the count (the upper half's count, or, when
+    the upper half is zero, its width plus the lower half's), one 2:1 select per level.  The
+    depth is ``log2(width)`` small steps; counting by shifting out zero halves in turn (the
+    previous form) put a wide zero test and a shift at every level, one after the other, and
+    was most of the adder's add stage on an FPGA."""
     width = len(value)
     stages = max(1, (width - 1).bit_length())
     size = 1 << stages
     v = Signal(size, name="lzc_in")
     m.d.comb += v.eq(Cat(Const(0, size - width), value))     # zeros below: count unchanged
-    bits = []
-    for k in reversed(range(stages)):
-        step = 1 << k
-        zero = Signal(name=f"lzc_z{step}")
-        shifted = Signal(size, name=f"lzc_s{step}")
-        m.d.comb += [zero.eq(v[size - step:] == 0), shifted.eq(Mux(zero, v << step, v))]
-        bits.append(zero)
-        v = shifted
-    count = Cat(*reversed(bits))
+    # (zero, count) of each pair of bits, most significant pair first
+    nodes = []
+    for k in reversed(range(0, size, 2)):
+        zero = Signal(name=f"lzc_z2_{k}")
+        m.d.comb += zero.eq(~v[k + 1] & ~v[k])
+        nodes.append((zero, ~v[k + 1]))
+    level = 2
+    while len(nodes) > 1:
+        level *= 2
+        up = []
+        for i in range(0, len(nodes), 2):
+            (z_hi, c_hi), (z_lo, c_lo) = nodes[i], nodes[i + 1]
+            zero = Signal(name=f"lzc_z{level}_{i}")
+            count = Signal(len(c_hi) + 1, name=f"lzc_c{level}_{i}")
+            m.d.comb += [zero.eq(z_hi & z_lo),
+                         count.eq(Mux(z_hi, Cat(c_lo, C(1, 1)), Cat(c_hi, C(0, 1))))]
+            up.append((zero, count))
+        nodes = up
+    count = nodes[0][1]
     return Mux(value == 0, width, count)
 
 

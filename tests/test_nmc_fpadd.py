@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hw.testing import run_testbench
-from nmc.fpadd import FPAdd
+from nmc.fpadd import FPAdd, leading_zeros
 from sim.blocks.nmc.operands import FORMATS, is_nan, operand_pairs, reference_sum
 
 
@@ -101,3 +101,37 @@ def test_the_check_can_fail():
     with pytest.raises(AssertionError, match=r"^(0x[0-9a-f]+ \+ 0x[0-9a-f]+: hardware "
                                              r"0x[0-9a-f]+, numpy 0x[0-9a-f]+(; )?)+|^NaN where"):
         check_fpadd(fmt, a, b, want=reference_sum(fmt, a, np.roll(b, 1)))
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 5, 8, 12, 14, 15, 27, 28])
+def test_leading_zero_count(width):
+    # the adder's normalising count (a tree of pairs), against Python's bit_length: every
+    # value up to 12 bits; above, zero, every power of two, every all-ones tail and random
+    # values with their top bit at every position
+    from amaranth import Elaboratable, Module, Signal
+
+    class Counter(Elaboratable):
+        def __init__(self):
+            self.x, self.n = Signal(width), Signal(range(width + 1))
+
+        def elaborate(self, platform):
+            m = Module()
+            m.d.comb += self.n.eq(leading_zeros(m, self.x))
+            return m
+
+    rng = np.random.default_rng(width)
+    if width <= 12:
+        values = range(1 << width)
+    else:
+        values = [0] + [1 << k for k in range(width)] + [(1 << k) - 1 for k in range(width)] + \
+            [int(rng.integers(1 << k, 1 << (k + 1))) for k in range(width) for _ in range(20)]
+    dut, wrong = Counter(), []
+
+    async def bench(ctx):
+        for v in values:
+            ctx.set(dut.x, v)
+            if ctx.get(dut.n) != width - v.bit_length():
+                wrong.append((v, ctx.get(dut.n)))
+
+    run_testbench(dut, bench, clock=None)
+    assert not wrong, f"{width} bits: {wrong[:5]} (value, count)"
