@@ -138,7 +138,8 @@ class CSRDecoder(wiring.Component):
         the placer puts by the block: on an FPGA the bus spans the chip, and the write decode
         inside a block followed the bus's wires in the same cycle.  A write then acts a cycle
         later, and a read is answered two cycles after its address (``read_latency``);
-        connect an :class:`AXILiteToCSR` with the same ``read_latency``.
+        connect an :class:`AXILiteToCSR` with the same ``read_latency``.  A block's ``addr``
+        and ``w_data`` change only with an address in its window (they hold otherwise).
 
     Timing: ``read_latency`` (1, or 2 when ``registered``) cycles from an address on ``bus``
     to its word on ``bus.r_data`` (the block selected then drives it).
@@ -162,15 +163,23 @@ class CSRDecoder(wiring.Component):
         m.d.sync += [last[0].eq(select), last_in[0].eq(0)]
         for k in range(1, self.read_latency):
             m.d.sync += [last[k].eq(last[k - 1]), last_in[k].eq(last_in[k - 1])]
-        domain = m.d.sync if self.registered else m.d.comb
         for index, (name, addr_bits) in enumerate(self.blocks):
             port = getattr(self, name)
             inside = (select == index) & (bus.addr[addr_bits:self.window_bits] == 0)
-            domain += [
-                port.addr.eq(bus.addr[:addr_bits]),
-                port.w_data.eq(bus.w_data),
-                port.w_stb.eq(bus.w_stb & inside),
-            ]
+            if self.registered:
+                # each block's address and data load only with an address in its window (a
+                # block's reads have no side effects, and its writes need w_stb): copies
+                # with different enables, which Yosys cannot merge into one register whose
+                # wires would span the chip again (with one enable it did)
+                with m.If(select == index):
+                    m.d.sync += [port.addr.eq(bus.addr[:addr_bits]), port.w_data.eq(bus.w_data)]
+                m.d.sync += port.w_stb.eq(bus.w_stb & inside)
+            else:
+                m.d.comb += [
+                    port.addr.eq(bus.addr[:addr_bits]),
+                    port.w_data.eq(bus.w_data),
+                    port.w_stb.eq(bus.w_stb & inside),
+                ]
             with m.If(inside):
                 m.d.sync += last_in[0].eq(1)
             with m.If(last_in[-1] & (last[-1] == index)):
