@@ -40,7 +40,9 @@ class SkidBuffer(wiring.Component):
     entries are written in turn and read in turn (a two-entry ring), so ``o.ready`` reaches
     only the read pointer and the count — not the enable of every payload flip-flop, which on
     an FPGA is a net of hundreds of loads: the consumer's ready logic, however deep, ends a
-    few flip-flops away.  With ``o.ready`` held high, one beat passes per cycle.  Beats leave
+    few flip-flops away.  Nor does ``i.valid``: the entry written next loads ``i.payload`` in
+    every cycle it is free, and the beat counts only with ``i.valid`` (``o.payload`` is
+    undefined while ``o.valid`` is low).  With ``o.ready`` held high, one beat passes per cycle.  Beats leave
     in the order they came; none is dropped or duplicated (it is a two-entry FIFO:
     :class:`collections.deque` is its model in ``tests/test_pipeline.py``).
     """
@@ -60,12 +62,17 @@ class SkidBuffer(wiring.Component):
             self.o.valid.eq(count != 0),
             self.o.payload.eq(Mux(read, entries[1], entries[0])),
         ]
-        with m.If(take):
-            m.d.sync += write.eq(~write)
+        # the entry to be written next is free whenever there is room, so it takes the payload
+        # in every such cycle, a beat or not: its enable is the write pointer and the count,
+        # registers, not the producer's valid (a decision that, on an FPGA, then reached the
+        # enables of hundreds of flip-flops across the chip in the same cycle)
+        with m.If(self.i.ready):
             with m.If(write):
                 m.d.sync += entries[1].eq(self.i.payload)
             with m.Else():
                 m.d.sync += entries[0].eq(self.i.payload)
+        with m.If(take):
+            m.d.sync += write.eq(~write)
         with m.If(give):
             m.d.sync += read.eq(~read)
         m.d.sync += count.eq(count + take - give)
