@@ -5,7 +5,8 @@ inputs (``compute.valid``, ``comm.valid``, ``tap.ready``, ``o.ready``, ``drain``
 marks), so the model steps one cycle at a time on the same inputs the RTL saw and must make the
 same decision in every cycle.  It also keeps the MCQ's contents, so that the order of ``o`` and
 the per-stream occupancy follow: an entry enqueued in cycle ``c`` can leave from cycle
-``c + 2`` (the MCQ is block RAM with a synchronous read and an output register).
+``c + 3`` (it is written into the MCQ a cycle after the decision, and the MCQ is block RAM
+with a synchronous read and an output register).
 """
 
 import collections
@@ -18,7 +19,7 @@ __all__ = ["ArbiterModel", "CycleInputs", "check_arbiter_run", "MCQ_LATENCY"]
 
 
 #: Cycles from a request's enqueue to the first cycle it can leave on ``o``.
-MCQ_LATENCY = 2
+MCQ_LATENCY = 3
 
 
 @dataclasses.dataclass(frozen=True)

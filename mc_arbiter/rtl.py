@@ -136,13 +136,15 @@ class MCArbiter(wiring.Component):
         a cycle where ``tap.ready`` is high; tie it high when nothing observes.
     o : Out(stream.Signature(mem_request_layout(params)))
         The head of the MCQ, towards the DRAM.  ``stream`` is set from the port the request came
-        in on, whatever the requester wrote there.  The MCQ is block RAM with a synchronous
-        read port (``depth - 1`` entries) and an output register (one entry): a request
-        enqueued in cycle ``c`` is offered on ``o`` from cycle ``c + 2``; the queue then gives
-        one request per cycle.  ``o.valid`` is a register; ``o.payload`` is the RAM's output.
+        in on, whatever the requester wrote there.  A request enqueued (picked) in cycle ``c`` is
+        written into the MCQ in cycle ``c + 1`` from a register; the MCQ is block RAM with a
+        synchronous read port (``depth - 1`` entries) and an output register (one entry), so
+        the request is offered on ``o`` from cycle ``c + 3``; the queue then gives one request
+        per cycle.  ``o.valid`` is a register; ``o.payload`` is the RAM's output.
     occupancy : Out(range(depth + 1))
-        MCQ entries, the output register's included (registered: the count at the start of
-        the cycle).
+        MCQ entries: the requests enqueued and not yet dequeued, the one on its way into the
+        RAM and the output register's included (registered: the count at the start of the
+        cycle).
     drain : In(1)
         Producer-kernel boundary: from this cycle, communication is issued first and regardless
         of the threshold, until the communication input is empty (``comm.valid`` low with
@@ -188,6 +190,13 @@ class MCArbiter(wiring.Component):
         self.regs = arbiter_registers(aparams)
         #: the decision logic (:class:`ArbiterPolicy`)
         self.policy = ArbiterPolicy(aparams, self.regs["threshold"].reset)
+        #: the MCQ: block RAM with a synchronous read port (``depth - 1`` entries) and an
+        #: output register
+        self.mcq = _BlockRAMFIFO(width=mem_request_layout(params).size, depth=aparams.depth)
+        #: a request picked in the last cycle, written into the MCQ in this one (for proofs)
+        self.enq_pending = Signal(name="enq_r")
+        #: ``occupancy == depth``, a register (for proofs)
+        self.mcq_full = Signal(name="mcq_full")
         req = stream.Signature(mem_request_layout(params))
         super().__init__({
             "compute": In(req),
@@ -206,8 +215,7 @@ class MCArbiter(wiring.Component):
         p, ap, regs = self.params, self.aparams, self.regs
         layout = mem_request_layout(p)
 
-        # block RAM with a synchronous read port (depth - 1 entries) and an output register
-        m.submodules.mcq = mcq = _BlockRAMFIFO(width=layout.size, depth=ap.depth)
+        m.submodules.mcq = mcq = self.mcq
         # each entry's stream beside it, in a queue of its own that moves with the MCQ: the
         # compute occupancy counts from this one's output register rather than from the block
         # RAM's output (5.6 ns on an ECP5)
@@ -221,6 +229,7 @@ class MCArbiter(wiring.Component):
         starve_limit = regs.rw("starve_limit")
         calibrating = Signal()
         compute_occ = Signal(range(ap.depth + 1))
+        level = Signal(range(ap.depth + 1))     # the MCQ's occupancy (below)
         counters = {name: Signal(32, name=f"cnt_{name}") for name in
                     ("compute_issues", "comm_issues", "compute_wait", "forced", "cycles")}
         comm_max_wait = Signal(32)
@@ -233,7 +242,7 @@ class MCArbiter(wiring.Component):
         run_cycles = Signal(32)
         regs.elaborate(m, self.csr, {
             "info": {"depth": ap.depth, "calib_rows": ap.calib_rows},
-            "occupancy": mcq.level, "compute_occupancy": compute_occ,
+            "occupancy": level, "compute_occupancy": compute_occ,
             "comm_max_wait": comm_max_wait, "peak_occupancy": peak,
             "occupancy_sum": occ_sum, "calib_sum": calib_sum, "calib_cycles": calib_cycles,
             **counters,
@@ -243,11 +252,19 @@ class MCArbiter(wiring.Component):
         # --- Policy --------------------------------------------------------------------------
         dequeue = self.o.valid & self.o.ready
         c_valid, m_valid = self.compute.valid, self.comm.valid
-        room = mcq.w_rdy & self.tap.ready
+        # The decision's request is written into the MCQ a cycle later, from registers
+        # (``enq_r``, ``entry_r``): the decision reaches a few flip-flops and the payload's
+        # selects, not the RAM's and the stream queue's write enables, pointers and counts
+        # across the chip (the node's critical path, 14.0-16.9 ns, 11-15 of it wires, ended
+        # there).  ``level`` counts what was decided and not dequeued, the request on its way
+        # in included, so room and the threshold see every request at once, as before.
+        full, enq_r = self.mcq_full, self.enq_pending
+        entry_r = layout(Signal(layout))
+        room = ~full & self.tap.ready
         m.d.comb += [
             core.policy.eq(policy), core.threshold.eq(threshold),
             core.starve_limit.eq(starve_limit), core.c_valid.eq(c_valid),
-            core.m_valid.eq(m_valid), core.room.eq(room), core.level.eq(mcq.level),
+            core.m_valid.eq(m_valid), core.room.eq(room), core.level.eq(level),
             core.drain.eq(self.drain),
             core.dequeue.eq(dequeue),
             core.starve_limit_next.eq(regs.rw_next(m, "starve_limit")),
@@ -257,6 +274,7 @@ class MCArbiter(wiring.Component):
         enqueue = issue_compute | issue_comm
         chosen = Mux(issue_comm, self.comm.payload.as_value(), self.compute.payload.as_value())
         entry = layout(Signal(layout))
+        level_next = Signal.like(level)
         m.d.comb += [
             entry.eq(chosen),
             entry.stream.eq(Mux(issue_comm, Stream.COMM, Stream.COMPUTE)),
@@ -264,13 +282,17 @@ class MCArbiter(wiring.Component):
             self.comm.ready.eq(issue_comm),
             self.tap.valid.eq(enqueue),
             self.tap.payload.eq(entry),
-            mcq.w_en.eq(enqueue),
-            mcq.w_data.eq(entry),
+            level_next.eq(level + enqueue - dequeue),
+            mcq.w_en.eq(enq_r),
+            mcq.w_data.eq(entry_r),
             self.o.valid.eq(mcq.r_rdy),
             self.o.payload.eq(mcq.r_data),
             mcq.r_en.eq(self.o.ready),
-            self.occupancy.eq(mcq.level),
+            self.occupancy.eq(level),
         ]
+        # entry_r loads every cycle (it matters only with enq_r): no enable to fan out
+        m.d.sync += [enq_r.eq(enqueue), entry_r.eq(entry), level.eq(level_next),
+                     full.eq(level_next == ap.depth)]
 
         # --- Status: a bad policy (sticky), calibrating and draining (live) --------------------
         calib_lost = Signal()
@@ -280,7 +302,7 @@ class MCArbiter(wiring.Component):
                     draining=core.draining)
 
         # --- Occupancy of the compute stream, calibration ----------------------------------------
-        m.d.comb += [streams.w_en.eq(mcq.w_en), streams.w_data.eq(entry.stream),
+        m.d.comb += [streams.w_en.eq(mcq.w_en), streams.w_data.eq(entry_r.stream),
                      streams.r_en.eq(mcq.r_en)]
         m.d.sync += compute_occ.eq(compute_occ + issue_compute -
                                    (dequeue & (streams.r_data == Stream.COMPUTE)))
@@ -324,14 +346,14 @@ class MCArbiter(wiring.Component):
                             ("cycles", Const(1))):
             count(m, counters[name], event, clear)
         # sums and waits saturate like the counters (hw.csr.accumulate)
-        accumulate(m, occ_sum, mcq.level, clear)
+        accumulate(m, occ_sum, level, clear)
         wait_top = (1 << len(comm_wait_run)) - 1
         waited = Mux(comm_wait_run == wait_top, wait_top, comm_wait_run + 1)
         with m.If(clear):
             m.d.sync += [peak.eq(0), comm_max_wait.eq(0), comm_wait_run.eq(0)]
         with m.Else():
-            with m.If(mcq.level > peak):
-                m.d.sync += peak.eq(mcq.level)
+            with m.If(level > peak):
+                m.d.sync += peak.eq(level)
             with m.If(m_valid & ~issue_comm):
                 m.d.sync += comm_wait_run.eq(waited)
                 with m.If(waited > comm_max_wait):

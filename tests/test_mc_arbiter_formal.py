@@ -137,6 +137,14 @@ class ArbiterSpec(Elaboratable):
         # the policy's flags are its comparisons, through host writes, calibration results and
         # the MCQ's own count
         core = dut.policy
+        # the MCQ's count is the requests picked and not dequeued, the one on its way in
+        # included: the RAM never refuses the write a cycle after the pick
+        m.d.comb += [
+            Assert(level <= APARAMS.depth),
+            Assert(dut.mcq_full == (level == APARAMS.depth)),
+            Assert(level == dut.mcq.level + dut.enq_pending),
+            Assert(~dut.enq_pending | dut.mcq.w_rdy),
+        ]
         m.d.comb += [
             Assert(core.below == (level < dut.regs.rw("threshold"))),
             Assert(core.starved == ((core.starve_limit != 0) &
