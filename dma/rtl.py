@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from hw.csr import csr_signature, count
 from hw.interfaces import (ElemType, Op, Source, Stream, link_signature, mem_request_layout,
-                           request_signature, response_signature, trigger_layout)
+                           popcount, request_signature, response_signature, trigger_layout)
 from hw.params import T3Params
 from hw.pipeline import SkidBuffer
 from .config import (HEADER_CHECK_BITS, HEADER_CHECK_SEED, MODE, DMAParams, dma_registers,
@@ -136,7 +136,7 @@ class DMAEngine(wiring.Component):
         # errors count in the cycle after their events, like the status bits latch: the events
         # come late in the cycle, and a sum of them into a 32-bit adder does not fit after
         n_errors = Signal(range(len(ev) + 1))
-        m.d.sync += n_errors.eq(sum(v for v in ev.values()))
+        m.d.sync += n_errors.eq(popcount(ev.values()))
         inc = {k: Signal(name=f"inc_{k}") for k in (
             "triggers", "blocks", "tiles_sent", "remote_packets", "packets_received")}
         for k, event in inc.items():

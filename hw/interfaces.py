@@ -20,7 +20,7 @@ from .params import T3Params
 __all__ = [
     "Op", "Stream", "Source", "ElemType", "ELEM_BYTES",
     "mem_request_layout", "mem_response_layout", "request_signature", "response_signature",
-    "Packer", "pack", "unpack", "mask_is_whole", "link_signature", "trigger_layout",
+    "Packer", "pack", "unpack", "mask_is_whole", "popcount", "link_signature", "trigger_layout",
     "region_bits",
 ]
 
@@ -202,6 +202,21 @@ def pack(layout, values):
 def unpack(layout, word):
     """:meth:`Packer.unpack` for a single payload."""
     return Packer(layout).unpack(word)
+
+
+def popcount(bits):
+    """Amaranth expression: how many of ``bits`` (a value, or an iterable of 1-bit values) are
+    set, summed as a balanced tree of adders (``log2(n)`` deep).  Python's ``sum`` over bits
+    builds a chain of ``n - 1`` adders, one after another."""
+    from amaranth import Const, Value
+    terms = [Value.cast(b) for b in (bits if not isinstance(bits, Value) else
+                                     [bits[k] for k in range(len(bits))])]
+    if not terms:
+        return Const(0, 1)
+    while len(terms) > 1:
+        terms = [terms[k] + terms[k + 1] if k + 1 < len(terms) else terms[k]
+                 for k in range(0, len(terms), 2)]
+    return terms[0]
 
 
 def mask_is_whole(mask, etype):

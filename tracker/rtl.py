@@ -14,7 +14,8 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hw.csr import accumulate, count, csr_signature
-from hw.interfaces import ElemType, Op, mask_is_whole, mem_request_layout, trigger_layout
+from hw.interfaces import (ElemType, Op, mask_is_whole, mem_request_layout, popcount,
+                           trigger_layout)
 from hw.params import T3Params
 from .config import TrackerParams, UPDATES_BITS, tracker_registers
 
@@ -181,14 +182,14 @@ class Tracker(wiring.Component):
 
         mask = req.mask
         byte_count = Signal(inc_bits)
-        m.d.comb += byte_count.eq(sum(mask[k] for k in range(p.beat_bytes)))
+        m.d.comb += byte_count.eq(popcount(mask))
         wide = (req.etype == ElemType.FP32) | (req.etype == ElemType.INT32)
         increment = Mux(wide, byte_count >> 2, byte_count >> 1)
         whole = mask_is_whole(mask, req.etype)
         aligned = req.addr[:p.beat_offset_bits] == 0
         is_write = (req.op == Op.STORE) | (req.op == Op.UPDATE)
         eligible = enable & req.tracked & is_write & in_region.any()
-        good = whole & aligned & (byte_count != 0)
+        good = whole & aligned & mask.any()           # (byte_count != 0)
 
         # --- The pipeline moves in lockstep: every stage advances when stage 3 does ------------
         s1_valid = Signal(name="s1_valid")
