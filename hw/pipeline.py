@@ -42,9 +42,9 @@ class SkidBuffer(wiring.Component):
     an FPGA is a net of hundreds of loads: the consumer's ready logic, however deep, ends a
     few flip-flops away.  Nor does ``i.valid``: the entry written next loads ``i.payload`` in
     every cycle it is free, and the beat counts only with ``i.valid`` (``o.payload`` is
-    undefined while ``o.valid`` is low).  With ``o.ready`` held high, one beat passes per cycle.  Beats leave
-    in the order they came; none is dropped or duplicated (it is a two-entry FIFO:
-    :class:`collections.deque` is its model in ``tests/test_pipeline.py``).
+    undefined while ``o.valid`` is low).  With ``o.ready`` held high, one beat passes per
+    cycle.  Beats leave in the order they came; none is dropped or duplicated (it is a
+    two-entry FIFO: :class:`collections.deque` is its model in ``tests/test_pipeline.py``).
     """
 
     def __init__(self, shape):
