@@ -8,14 +8,20 @@ logic is.  :class:`SkidBuffer` registers both directions of a stream — ``o.val
 ``o.payload`` come from registers, and so does ``i.ready`` — so that neither side's logic
 sees the other's in the same cycle, and the consumer's ``o.ready`` reaches a few flip-flops,
 not the enable of every payload bit.
+
+:class:`BypassFIFO` is a queue with the interface and timing of Amaranth's ``SyncFIFO`` (a
+beat written in cycle ``c`` can be read from ``c + 1``) whose storage is block RAM, which
+reads synchronously: a write into an empty queue goes straight to the output register.
 """
 
-from amaranth import Module, Mux, Signal
+from amaranth import Elaboratable, Module, Mux, Signal
 from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import FIFOInterface
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 
-__all__ = ["SkidBuffer"]
+__all__ = ["SkidBuffer", "BypassFIFO"]
 
 
 class SkidBuffer(wiring.Component):
@@ -76,4 +82,98 @@ class SkidBuffer(wiring.Component):
         with m.If(give):
             m.d.sync += read.eq(~read)
         m.d.sync += count.eq(count + take - give)
+        return m
+
+
+class BypassFIFO(Elaboratable, FIFOInterface):
+    """A first-in first-out queue in block RAM that keeps the timing of a queue in registers.
+
+    Amaranth's ``SyncFIFOBuffered`` puts its storage in block RAM by reading it synchronously
+    into an output register, at the price of a cycle: a beat written into an empty queue is
+    readable two cycles later.  Here that beat goes straight into the output register (the
+    *bypass*) when the RAM holds nothing and the output register is free or being read in
+    the same cycle; otherwise it is written into the RAM, which refills the output register as
+    ``SyncFIFOBuffered`` does.  Ports, capacity and timing are those of ``SyncFIFO`` (whose
+    storage is read asynchronously, so LUT RAM) of the same depth, cycle for cycle
+    (``tests/test_pipeline.py`` compares the two on random traffic, and the proof
+    ``bypass_fifo`` in ``tests/test_formal.py`` on every trace of up to 8 cycles at depth 3).
+
+    Parameters
+    ----------
+    width, depth : int
+        As ``SyncFIFO``; ``depth`` ≥ 2 (``depth - 1`` entries in the RAM, one in the output
+        register).
+    ram_style : str or None
+        A ``ram_style`` attribute for the RAM (``"block"`` asks Yosys for block RAM however
+        shallow the queue).
+
+    Ports
+    -----
+    ``w_data``, ``w_en``, ``w_rdy``, ``w_level``, ``r_data``, ``r_en``, ``r_rdy``,
+    ``r_level``, ``level``: as ``SyncFIFO``.
+
+    Timing
+    ------
+    A beat written in cycle ``c`` is on ``r_data`` (``r_rdy`` high) from ``c + 1`` if every
+    beat before it has been read by the end of ``c``, else from the cycle after the last of
+    them is read; with ``r_en`` held high one beat leaves per cycle.  ``r_rdy`` is a register;
+    ``r_data`` is a 2:1 select, by a register, between the RAM's read register and the bypass
+    register.  ``w_en`` and ``r_en`` reach the RAM's enables, the pointers and the bypass
+    register's enable, never ``w_rdy`` or ``r_rdy`` in the same cycle.
+    """
+
+    def __init__(self, *, width, depth, ram_style=None):
+        if depth < 2:
+            raise ValueError(f"BypassFIFO depth must be at least 2, not {depth}")
+        super().__init__(width=width, depth=depth)
+        self.level = Signal(range(depth + 1))
+        self.ram_style = ram_style
+
+    def elaborate(self, platform):
+        m = Module()
+        inner_depth = self.depth - 1
+        inner_level = Signal(range(inner_depth + 1))
+        storage = m.submodules.storage = Memory(shape=self.width, depth=inner_depth, init=[])
+        if self.ram_style is not None:
+            storage.attrs["ram_style"] = self.ram_style
+        w_port = storage.write_port()
+        r_port = storage.read_port(domain="sync")
+        produce = Signal(range(inner_depth))
+        consume = Signal(range(inner_depth))
+        bypass_data = Signal(self.width)
+        from_bypass = Signal()      # the output register is the bypass register
+
+        out_free = ~self.r_rdy | self.r_en          # the output register takes a beat now
+        inner_any = inner_level != 0
+        do_write = self.w_en & self.w_rdy
+        # a beat written into an empty queue goes to the output register; nothing in the RAM
+        # can be ahead of it, and nothing in the output register stays
+        bypass = do_write & ~inner_any & out_free
+        do_inner_write = do_write & ~bypass
+        do_inner_read = inner_any & out_free
+
+        def incr(ptr):
+            return Mux(ptr == inner_depth - 1, 0, ptr + 1)
+
+        m.d.comb += [
+            self.w_rdy.eq(inner_level != inner_depth),
+            self.w_level.eq(self.level),
+            self.r_level.eq(self.level),
+            self.level.eq(inner_level + self.r_rdy),
+            w_port.addr.eq(produce),
+            w_port.data.eq(self.w_data),
+            w_port.en.eq(do_inner_write),
+            r_port.addr.eq(consume),
+            r_port.en.eq(do_inner_read),
+            self.r_data.eq(Mux(from_bypass, bypass_data, r_port.data)),
+        ]
+        with m.If(do_inner_write):
+            m.d.sync += produce.eq(incr(produce))
+        with m.If(do_inner_read):
+            m.d.sync += consume.eq(incr(consume))
+        m.d.sync += inner_level.eq(inner_level + do_inner_write - do_inner_read)
+        with m.If(bypass):
+            m.d.sync += bypass_data.eq(self.w_data)
+        with m.If(out_free):
+            m.d.sync += [self.r_rdy.eq(do_inner_read | bypass), from_bypass.eq(bypass)]
         return m

@@ -10,6 +10,7 @@ and time.
 """
 
 from amaranth import Cat, Elaboratable, Module, Mux, Signal
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Assert, Assume
 import pytest
@@ -18,6 +19,7 @@ from dma.config import DMAParams
 from dma.rtl import DMAEngine
 from hw.axil import AXILiteToCSR
 from hw.formal import FormalError, FormalFailure, prove
+from hw.pipeline import BypassFIFO
 from hw.interfaces import ElemType, Op
 from hw.params import T3Params
 from nmc.config import WRITE_DELAY, HBMTiming, NMCParams
@@ -298,6 +300,29 @@ class TrackerSpec(Elaboratable):
         return m
 
 
+# --- the block-RAM queue with a bypass: a SyncFIFO, cycle for cycle ------------------------------
+
+class BypassFIFOSpec(Elaboratable):
+    """Any writes and reads, to a :class:`BypassFIFO` and a ``SyncFIFO`` of the same depth side
+    by side: in every cycle both say the same ``w_rdy``, ``r_rdy`` and ``level``, and while
+    ``r_rdy`` the same ``r_data``."""
+
+    def __init__(self, depth=3):
+        self.depth = depth
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = BypassFIFO(width=3, depth=self.depth)
+        m.submodules.ref = ref = SyncFIFO(width=3, depth=self.depth)
+        free(m, dut.w_en, dut.w_data, dut.r_en)
+        m.d.comb += [ref.w_en.eq(dut.w_en), ref.w_data.eq(dut.w_data), ref.r_en.eq(dut.r_en)]
+        m.d.comb += [Assert(dut.w_rdy == ref.w_rdy), Assert(dut.r_rdy == ref.r_rdy),
+                     Assert(dut.level == ref.level)]
+        with m.If(ref.r_rdy):
+            m.d.comb += Assert(dut.r_data == ref.r_data)
+        return m
+
+
 # --- the proofs -----------------------------------------------------------------------------------
 
 #: name: (spec, mode, depth, depth under --soak).  The depths keep each proof within about a
@@ -311,6 +336,7 @@ PROOFS = {
     "dma_send": (DMASendSpec, "bmc", 9, 12),
     "dma_receive": (DMAReceiveSpec, "bmc", 6, 7),
     "tracker": (TrackerSpec, "bmc", 8, 10),
+    "bypass_fifo": (lambda: BypassFIFOSpec(depth=3), "bmc", 8, 10),
 }
 
 

@@ -2,14 +2,18 @@
 """The register slice between blocks (``hw/pipeline.py``) against its model, a two-entry
 FIFO: every beat leaves once and in order, ``i.ready`` and ``o.valid`` are what the FIFO's
 occupancy at the start of the cycle says (so both are registers), and one beat passes per
-cycle when nothing stalls."""
+cycle when nothing stalls.  The block-RAM queue with a bypass against Amaranth's ``SyncFIFO``
+(which reads its storage asynchronously), cycle by cycle."""
 
 import collections
 import random
 
 import pytest
 
-from hw.pipeline import SkidBuffer
+from amaranth import Module
+from amaranth.lib.fifo import SyncFIFO
+
+from hw.pipeline import BypassFIFO, SkidBuffer
 from hw.testing import run_testbench
 
 
@@ -59,3 +63,61 @@ def test_skid_buffer_passes_a_beat_every_cycle():
     every cycle takes one beat and gives one."""
     sent, received = run_skid(1, 1, cycles=100)
     assert (len(sent), len(received)) == (100, 99)
+
+
+def run_bypass_fifo(depth, w_p, r_p, cycles=800, seed=1):
+    """Drive a :class:`BypassFIFO` and a ``SyncFIFO`` of the same depth with the same
+    random writes and reads (probabilities ``w_p``, ``r_p``); every cycle both show the same
+    ``w_rdy``, ``r_rdy``, ``level`` and, while ``r_rdy``, ``r_data``.  Returns how many beats
+    went in and came out, and the lengths of runs of back-to-back reads."""
+    dut, ref = BypassFIFO(width=12, depth=depth), SyncFIFO(width=12, depth=depth)
+    top = Module()
+    top.submodules.dut, top.submodules.ref = dut, ref
+    rng = random.Random(seed)
+    counts = {"in": 0, "out": 0, "both_cycles": 0}
+
+    async def bench(ctx):
+        value = 0
+        for cycle in range(cycles):
+            w_en, r_en = rng.random() < w_p, rng.random() < r_p
+            for fifo in (dut, ref):
+                ctx.set(fifo.w_en, w_en)
+                ctx.set(fifo.w_data, value)
+                ctx.set(fifo.r_en, r_en)
+            for name in ("w_rdy", "r_rdy", "level"):
+                got, want = ctx.get(getattr(dut, name)), ctx.get(getattr(ref, name))
+                assert got == want, f"cycle {cycle}: {name} {got}, SyncFIFO {want}"
+            if ctx.get(ref.r_rdy):
+                assert ctx.get(dut.r_data) == ctx.get(ref.r_data), f"cycle {cycle}: r_data"
+            wrote = w_en and ctx.get(ref.w_rdy)
+            read = r_en and ctx.get(ref.r_rdy)
+            counts["in"] += wrote
+            counts["out"] += read
+            counts["both_cycles"] += wrote and read
+            if wrote:
+                value = (value + 1) & 0xFFF
+            await ctx.tick()
+
+    run_testbench(top, bench)
+    return counts
+
+
+@pytest.mark.parametrize("depth", [2, 3, 8])
+@pytest.mark.parametrize("w_p,r_p", [(0.5, 0.5), (0.9, 0.3), (0.3, 0.9), (1, 1), (0.8, 0.8)])
+def test_bypass_fifo_times_like_sync_fifo(depth, w_p, r_p):
+    counts = run_bypass_fifo(depth, w_p, r_p, seed=depth * 1000 + int(w_p * 10 + r_p * 100))
+    # the run exercised the queue: beats went through, and in the stalling mixes it filled up
+    assert counts["out"] > 100
+    assert 0 <= counts["in"] - counts["out"] <= depth
+
+
+def test_bypass_fifo_passes_a_beat_every_cycle():
+    """Line rate with the bypass: writing and reading every cycle, a beat written in one cycle
+    is read in the next, so after the first cycle every cycle both writes and reads."""
+    counts = run_bypass_fifo(4, 1, 1, cycles=100)
+    assert (counts["in"], counts["out"], counts["both_cycles"]) == (100, 99, 99)
+
+
+def test_bypass_fifo_refuses_a_depth_below_two():
+    with pytest.raises(ValueError, match="depth must be at least 2, not 1"):
+        BypassFIFO(width=4, depth=1)
