@@ -86,10 +86,11 @@ class CalibRow:
 
 def DEFAULT_CALIBRATION(aparams: ArbiterParams):
     """The default table, following the paper's thresholds: a kernel that keeps almost nothing
-    in the MCQ (mean < 3 entries: a request that never waits spends 3 cycles in it, from the
-    pick to the handshake on ``o``) leaves communication unlimited; < 8 entries: 30; < 16:
-    10; more memory-intensive kernels: 5.  Thresholds are capped at ``depth`` (= no limit)."""
-    rows = [CalibRow(3, aparams.no_limit), CalibRow(8, 30), CalibRow(16, 10), CalibRow(0, 5)]
+    in the MCQ (mean < 2 entries: a request that never waits is counted in it for 2 cycles,
+    from the cycle after the pick to the handshake on ``o``) leaves communication unlimited;
+    < 8 entries: 30; < 16: 10; more memory-intensive kernels: 5.  Thresholds are capped at
+    ``depth`` (= no limit)."""
+    rows = [CalibRow(2, aparams.no_limit), CalibRow(8, 30), CalibRow(16, 10), CalibRow(0, 5)]
     if aparams.calib_rows != 4:
         rows = rows[:aparams.calib_rows - 1] + [rows[-1]]
     return [CalibRow(r.bound, min(r.threshold, aparams.no_limit)) for r in rows]

@@ -5,8 +5,9 @@ inputs (``compute.valid``, ``comm.valid``, ``tap.ready``, ``o.ready``, ``drain``
 marks), so the model steps one cycle at a time on the same inputs the RTL saw and must make the
 same decision in every cycle.  It also keeps the MCQ's contents, so that the order of ``o`` and
 the per-stream occupancy follow: an entry enqueued in cycle ``c`` can leave from cycle
-``c + 3`` (it is written into the MCQ a cycle after the decision, and the MCQ is block RAM
-with a synchronous read and an output register).
+``c + 2``, and not before the entry ahead of it has left (it is written into the MCQ a cycle
+after the decision; the MCQ is block RAM with a synchronous read and an output register, which
+a write into an empty queue goes to directly, so the MCQ times like a queue in registers).
 """
 
 import collections
@@ -19,7 +20,7 @@ __all__ = ["ArbiterModel", "CycleInputs", "check_arbiter_run", "MCQ_LATENCY"]
 
 
 #: Cycles from a request's enqueue to the first cycle it can leave on ``o``.
-MCQ_LATENCY = 3
+MCQ_LATENCY = 2
 
 
 @dataclasses.dataclass(frozen=True)

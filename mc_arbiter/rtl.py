@@ -3,29 +3,16 @@ DRAM command queue (MCQ) (paper section 4.5; ``docs/design.md`` section 7)."""
 
 from amaranth import Const, Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from hw.csr import accumulate, count, csr_signature
 from hw.interfaces import Stream, mem_request_layout
+from hw.pipeline import BypassFIFO
 from hw.params import T3Params
 from .config import STARVE_BITS, ArbiterParams, Policy, arbiter_registers
 
 
 __all__ = ["MCArbiter", "ArbiterPolicy"]
-
-
-class _BlockRAMFIFO(SyncFIFOBuffered):
-    """A ``SyncFIFOBuffered`` whose storage synthesis puts in block RAM (``ram_style``), however
-    shallow: a queue of wide entries in LUT RAM puts its write enable on a hundred or more
-    LUT-RAM cells (in a node, the MCQ's 31 x 330 bits: the arbiter's decision then took 14 ns
-    of wires to reach them); in block RAM it reaches ten."""
-
-    def elaborate(self, platform):
-        m = super().elaborate(platform)
-        if self.depth > 1:
-            m.submodules.storage.attrs["ram_style"] = "block"
-        return m
 
 
 class ArbiterPolicy(wiring.Component):
@@ -137,10 +124,12 @@ class MCArbiter(wiring.Component):
     o : Out(stream.Signature(mem_request_layout(params)))
         The head of the MCQ, towards the DRAM.  ``stream`` is set from the port the request came
         in on, whatever the requester wrote there.  A request enqueued (picked) in cycle ``c`` is
-        written into the MCQ in cycle ``c + 1`` from a register; the MCQ is block RAM with a
-        synchronous read port (``depth - 1`` entries) and an output register (one entry), so
-        the request is offered on ``o`` from cycle ``c + 3``; the queue then gives one request
-        per cycle.  ``o.valid`` is a register; ``o.payload`` is the RAM's output.
+        written into the MCQ in cycle ``c + 1`` from a register.  The MCQ is block RAM with a
+        synchronous read port (``depth - 1`` entries) and an output register (one entry) that
+        a request written into an empty queue goes to directly, so the request is offered on
+        ``o`` from cycle ``c + 2``, or from the cycle after the request before it leaves; the
+        queue gives one request per cycle.  ``o.valid`` is a register; ``o.payload`` is the
+        RAM's output or the bypass register, selected by a register.
     occupancy : Out(range(depth + 1))
         MCQ entries: the requests enqueued and not yet dequeued, the one on its way into the
         RAM and the output register's included (registered: the count at the start of the
@@ -191,8 +180,13 @@ class MCArbiter(wiring.Component):
         #: the decision logic (:class:`ArbiterPolicy`)
         self.policy = ArbiterPolicy(aparams, self.regs["threshold"].reset)
         #: the MCQ: block RAM with a synchronous read port (``depth - 1`` entries) and an
-        #: output register
-        self.mcq = _BlockRAMFIFO(width=mem_request_layout(params).size, depth=aparams.depth)
+        #: output register that a request written into an empty queue goes to directly
+        #: (:class:`hw.pipeline.BypassFIFO`).  Block RAM however shallow: a queue of wide
+        #: entries in LUT RAM puts its write enable on a hundred or more LUT-RAM cells (in a
+        #: node, the MCQ's 31 x 330 bits: the arbiter's decision then took 14 ns of wires to
+        #: reach them); in block RAM it reaches ten.
+        self.mcq = BypassFIFO(width=mem_request_layout(params).size, depth=aparams.depth,
+                              ram_style="block")
         #: a request picked in the last cycle, written into the MCQ in this one (for proofs)
         self.enq_pending = Signal(name="enq_r")
         #: ``occupancy == depth``, a register (for proofs)
@@ -219,7 +213,7 @@ class MCArbiter(wiring.Component):
         # each entry's stream beside it, in a queue of its own that moves with the MCQ: the
         # compute occupancy counts from this one's output register rather than from the block
         # RAM's output (5.6 ns on an ECP5)
-        m.submodules.mcq_streams = streams = SyncFIFOBuffered(width=1, depth=ap.depth)
+        m.submodules.mcq_streams = streams = BypassFIFO(width=1, depth=ap.depth)
         m.submodules.policy = core = self.policy
 
         # --- Registers ---------------------------------------------------------------------
@@ -257,7 +251,8 @@ class MCArbiter(wiring.Component):
         # selects, not the RAM's and the stream queue's write enables, pointers and counts
         # across the chip (the node's critical path, 14.0-16.9 ns, 11-15 of it wires, ended
         # there).  ``level`` counts what was decided and not dequeued, the request on its way
-        # in included, so room and the threshold see every request at once, as before.
+        # in included, so room and the threshold see every request at once, as before.  An
+        # idle request loses no cycle to this: written into an empty MCQ, it skips the RAM.
         full, enq_r = self.mcq_full, self.enq_pending
         entry_r = layout(Signal(layout))
         room = ~full & self.tap.ready

@@ -60,7 +60,7 @@ def test_mca_drain_issues_communication_first():
 
 
 @pytest.mark.parametrize("o_rate,expected", [
-    (1.0, 64),       # compute keeps < 3 entries in the MCQ: no limit (= depth)
+    (1.0, 64),       # compute keeps < 2 entries in the MCQ: no limit (= depth)
     (0.5, 5),        # compute fills the MCQ: memory-intensive, threshold 5
 ])
 def test_calibration_picks_the_threshold_from_compute_occupancy(o_rate, expected):
