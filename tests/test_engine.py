@@ -191,6 +191,21 @@ def test_an_add_without_its_adders_is_skipped_and_latched(formats):
     assert stats["status"] == STATUS.encode(bad_step=1, done=1)
 
 
+def test_an_engine_without_formats_builds_no_alu():
+    """With no formats every add step is refused (above), so no beat can reach an adder: the
+    engine leaves out the near-bank ALU and its pipeline (on the board about 1,000 flip-flops
+    per engine), and builds it as soon as one format is asked for."""
+    from amaranth.hdl import Fragment
+
+    def parts(formats):
+        fragment = Fragment.get(CUEngine(P, EP, formats=formats), None)
+        return [name for _, name, *_ in fragment.subfragments]
+
+    assert "alu" in parts((ElemType.FP16,))
+    assert "alu" not in parts(())
+    assert {"opbuf", "stq"} <= set(parts(()))
+
+
 # --- the exported Verilog under cocotb ------------------------------------------------------------
 
 @pytest.mark.cocotb
