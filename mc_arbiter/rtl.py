@@ -7,8 +7,8 @@ from amaranth.lib.wiring import In, Out
 
 from hw.csr import accumulate, count, csr_signature
 from hw.interfaces import Stream, mem_request_layout
-from hw.pipeline import BypassFIFO
 from hw.params import T3Params
+from hw.pipeline import BypassFIFO
 from .config import STARVE_BITS, ArbiterParams, Policy, arbiter_registers
 
 
