@@ -37,6 +37,15 @@ from tracker.config import TrackerParams
 __all__ = ["main", "BLOCKS"]
 
 
+def _seeds_arg(text):
+    """An argparse ``type``: one seed or a comma-separated list of distinct seeds, each >= 1."""
+    parse = _int_arg(1)
+    seeds = tuple(parse(part) for part in text.split(","))
+    if len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"seeds must differ, not {text!r}")
+    return seeds
+
+
 def _int_arg(lo=None, hi=None, multiple=None):
     """An argparse ``type``: an integer in ``[lo, hi]`` (a multiple of ``multiple``), refused
     with one line that argparse prefixes with the option's name (exit 2)."""
@@ -276,17 +285,35 @@ def cmd_synth(args):
     print(f"T3 synth: {top_name} on {TARGETS[args.target].device}, {how}, asking "
           f"{args.freq:g} MHz (Yosys + nextpnr; a block takes seconds to minutes, the node "
           f"tens of minutes)", flush=True)
+    # several seeds: each placed and routed in turn, the slowest one's figures reported (a
+    # design's Fmax moves with its placement: the node's by up to 10 MHz, docs/fpga.md)
+    results = {}
     try:
-        result = place_and_route(component, top_name, args.target, args.freq, args.seed)
+        for seed in args.seed:
+            result = results[seed] = place_and_route(component, top_name, args.target,
+                                                     args.freq, seed)
+            if len(args.seed) > 1:
+                fmax = ", ".join(f"{clock} {achieved:.1f} MHz"
+                                 for clock, (achieved, _) in result.fmax.items())
+                print(f"{top_name}.{args.target}.seed{seed}: {fmax} ({result.path_ns:.2f} ns "
+                      f"path; {result.seconds:.0f} s)", flush=True)
     except DoesNotFit as error:
         print(f"t3: error: {error}", file=sys.stderr)
         return 1
+    worst = min(results, key=lambda seed: min(a for a, _ in results[seed].fmax.values()))
+    result = results[worst]
     for line in result.lines(top_name):
         print(line)
-    print(f"{top_name}.{args.target}.seconds: {result.seconds:.0f} s")
+    if len(results) > 1:
+        print(f"{top_name}.{args.target}.seeds: {len(results)} (the figures above are seed "
+              f"{worst}'s, the slowest)")
+    print(f"{top_name}.{args.target}.seconds: {sum(r.seconds for r in results.values()):.0f} s")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(result.to_dict(), f, indent=1)
+            json.dump(result.to_dict() if len(results) == 1 else
+                      {"worst_seed": worst,
+                       "seeds": {str(seed): r.to_dict() for seed, r in results.items()}},
+                      f, indent=1)
     return 0
 
 
@@ -651,10 +678,16 @@ def main(argv=None):
     targets = synth.add_subparsers(dest="target", required=True)
     from hw.pnr import TARGETS
 
-    def pnr_args(p):
-        p.add_argument("--seed", type=_int_arg(1), default=1, help="nextpnr's seed")
+    def pnr_args(p, several=True):
+        if several:
+            p.add_argument("--seed", type=_seeds_arg, default=(1,), metavar="N[,N...]",
+                           help="nextpnr's seed, or several: each placed, the slowest reported")
+        else:
+            p.add_argument("--seed", type=_int_arg(1), default=1, help="nextpnr's seed")
         p.add_argument("--json", metavar="FILE", type=_output_arg(".json"),
-                       help="write the figures as JSON")
+                       help="write the figures as JSON (with several seeds: every seed's, "
+                            "and which was slowest)" if several else
+                       "write the figures as JSON")
 
     for target, t in TARGETS.items():
         how = "its ports on two pins" if t.wrap else "out of context"
@@ -673,7 +706,7 @@ def main(argv=None):
                                          "ring and a serial port (docs/fpga.md)")
     p.add_argument("--out", required=True, metavar="DIR", type=_folder_arg,
                    help="output folder (made if missing): t3_board.bit and the build's files")
-    pnr_args(p)
+    pnr_args(p, several=False)
     _board_args(p)
     p.set_defaults(func=cmd_synth_board)
 

@@ -111,6 +111,10 @@ def test_run_refuses_bad_workloads(args, message, capsys):
     (["demo", "--sim", "icarus", "--wave", "{tmp}/w.vcd"], "icarus writes FST"),
     (["bench", "fpga", "--blocks", "tracker,ring"],
      "argument --blocks: blocks: 'ring' is not one of tracker, mc_arbiter, dma, nmc, node"),
+    (["synth", "ecp5", "tracker", "--seed", "1,0"],
+     "argument --seed: must be a positive integer, not 0"),
+    (["synth", "ecp5", "tracker", "--seed", "2,3,2"], "argument --seed: seeds must differ, not "
+                                                      "'2,3,2'"),
     (["synth", "board", "--out", "{tmp}/file"], "argument --out: '{tmp}/file' is a file"),
     (["synth", "board", "--out", "{tmp}", "--baud", "3000000"],
      "t3: error: baud 3000000 is 4.2% off at clock_hz 25000000 (divisor 8)"),
@@ -192,6 +196,34 @@ def test_board_run_names_a_port_it_cannot_open(capsys):
     err = capsys.readouterr().err
     assert err.startswith("t3: error: cannot open serial port /dev/t3-no-such-port:")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_synth_over_several_seeds_reports_the_slowest(monkeypatch, capsys, tmp_path):
+    """``--seed 1,2,3`` places each seed (a line each) and reports the slowest seed's figures
+    in full; the JSON keeps every seed's.  Place and route is replaced by a stub whose Fmax
+    depends on the seed, so the slowest is known."""
+    import json
+    from hw.pnr import PnrResult
+    fmax = {1: 80.0, 2: 76.5, 3: 78.0}
+    seen = []
+
+    def place_and_route(component, top, target, freq, seed):
+        seen.append(seed)
+        return PnrResult(target, top, {"clk": (fmax[seed], freq)}, {"TRELLIS_FF": (10, 100)},
+                         "a.Q", "b.D", 1000 / fmax[seed], 3, 5.0)
+    monkeypatch.setattr("hw.pnr.place_and_route", place_and_route)
+    out_json = tmp_path / "r.json"
+    assert main(["synth", "ecp5", "mc_arbiter", "--seed", "1,2,3", "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    assert seen == [1, 2, 3]
+    assert "t3_mc_arbiter.ecp5.seed2: clk 76.5 MHz (13.07 ns path; 5 s)" in out
+    assert "t3_mc_arbiter.ecp5.fmax.clk: 76.5 MHz (asked 100 MHz" in out
+    assert "t3_mc_arbiter.ecp5.seeds: 3 (the figures above are seed 2's, the slowest)" in out
+    assert "t3_mc_arbiter.ecp5.seconds: 15 s" in out
+    report = json.loads(out_json.read_text())
+    assert report["worst_seed"] == 2
+    assert {seed: r["fmax"]["clk"][0] for seed, r in report["seeds"].items()} == \
+        {"1": 80.0, "2": 76.5, "3": 78.0}
 
 
 def test_synth_says_in_one_line_when_a_block_does_not_fit(monkeypatch, capsys):
