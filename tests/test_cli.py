@@ -203,11 +203,13 @@ def test_synth_over_several_seeds_reports_the_slowest(monkeypatch, capsys, tmp_p
     in full; the JSON keeps every seed's.  Place and route is replaced by a stub whose Fmax
     depends on the seed, so the slowest is known."""
     import json
+    from amaranth.hdl import Fragment
     from hw.pnr import PnrResult
     fmax = {1: 80.0, 2: 76.5, 3: 78.0}
     seen = []
 
     def place_and_route(component, top, target, freq, seed):
+        Fragment.get(component, None)       # elaborated, as the real flow does
         seen.append(seed)
         return PnrResult(target, top, {"clk": (fmax[seed], freq)}, {"TRELLIS_FF": (10, 100)},
                          "a.Q", "b.D", 1000 / fmax[seed], 3, 5.0)
