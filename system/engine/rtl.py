@@ -49,7 +49,8 @@ class CUEngine(wiring.Component):
     ----------
     params : :class:`hw.params.T3Params`
     eparams : :class:`system.engine.config.EngineParams`
-    formats : element types the steps' adder handles (the near-bank ALU's lanes).
+    formats : element types the steps' adder handles (the near-bank ALU's lanes).  Empty: no
+        ALU is built, and a step that adds is skipped with ``status.bad_step`` latched.
 
     Ports
     -----
