@@ -38,6 +38,12 @@ def _dma():
     return dma_registers(T3Params(), DMAParams())
 
 
+def _l2():
+    from hw.params import T3Params
+    from l2.config import L2Params, l2_registers
+    return l2_registers(T3Params(), L2Params())
+
+
 def _node():
     from system.node import node_registers
     return node_registers()
@@ -56,7 +62,7 @@ def _board():
 
 #: Page (relative to the repository) -> the register file it documents (default geometry).
 PAGES = {"docs/tracker.md": _tracker, "docs/mc_arbiter.md": _arbiter, "docs/nmc.md": _nmc,
-         "docs/dma.md": _dma, "docs/system.md": _node, "docs/engine.md": _engine,
+         "docs/dma.md": _dma, "docs/l2.md": _l2, "docs/system.md": _node, "docs/engine.md": _engine,
          "docs/fpga.md": _board}
 
 #: The repository's root.

@@ -28,7 +28,27 @@ from hw.interfaces import Packer
 
 
 __all__ = ["Bench", "StreamSource", "StreamSink", "StreamMonitor", "CsrMaster",
-           "random_pauses"]
+           "random_pauses", "reset_and_program"]
+
+
+async def reset_and_program(dut, regs, registers, idle=()):
+    """Hold the ports ``idle`` (names) at 0, start a 1 ns clock on ``dut.clk``, reset for two
+    cycles, then write ``registers`` (``[(name, value)]`` of :class:`hw.csr.RegisterFile`
+    ``regs``) through the ``csr`` port, one word a cycle: the opening of a block's cocotb
+    test that drives its ports itself."""
+    from cocotb.clock import Clock
+    from cocotb.triggers import ClockCycles
+    for name in (*idle, "csr__w_stb"):
+        getattr(dut, name).value = 0
+    dut.rst.value = 1
+    Clock(dut.clk, 1, unit="ns").start()
+    await ClockCycles(dut.clk, 2)
+    dut.rst.value = 0
+    for name, value in registers:
+        for addr, word in regs.word_writes(name, value):
+            dut.csr__addr.value, dut.csr__w_data.value, dut.csr__w_stb.value = addr, word, 1
+            await RisingEdge(dut.clk)
+    dut.csr__w_stb.value = 0
 
 
 def random_pauses(probability, seed):

@@ -12,11 +12,11 @@ beats read back and strobe cycles).
 import json
 
 import cocotb
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+from cocotb.triggers import ReadOnly, RisingEdge
 
 from hw.params import T3Params
 from sim.blocks.engine.env import EngineEnv
+from sim.harness.agents import reset_and_program
 from sim.harness.runner import tb_config
 from system.engine.config import STAT_REGISTERS, EngineParams, engine_registers
 
@@ -33,18 +33,9 @@ async def run_program(dut):
     env_args = dict(cfg["env"])
     env_args["memory"] = {a: v for a, v in env_args.pop("memory")}
     env = EngineEnv(params, **env_args)
-    for name in ("start", "comm_done", "compute__ready", "resp__valid", "load__w_en",
-                 "csr__w_stb"):
-        getattr(dut, name).value = 0
-    dut.rst.value = 1
-    Clock(dut.clk, 1, unit="ns").start()
-    await ClockCycles(dut.clk, 2)
-    dut.rst.value = 0
-    for name, value in cfg["registers"]:
-        for addr, word in regs.word_writes(name, value):
-            dut.csr__addr.value, dut.csr__w_data.value, dut.csr__w_stb.value = addr, word, 1
-            await RisingEdge(dut.clk)
-    dut.csr__w_stb.value = 0
+    await reset_and_program(dut, regs, cfg["registers"],
+                            idle=("start", "comm_done", "compute__ready", "resp__valid",
+                                  "load__w_en"))
     for addr, value in cfg["load"]:
         dut.load__addr.value, dut.load__w_data.value, dut.load__w_en.value = addr, value, 1
         await RisingEdge(dut.clk)

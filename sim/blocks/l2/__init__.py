@@ -1,0 +1,1 @@
+"""Test environment of the L2 (see :mod:`sim.blocks`)."""
