@@ -7,8 +7,8 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hw.csr import count, csr_signature
-from hw.interfaces import Op, Stream, mem_request_layout, mem_response_layout, \
-    request_signature, response_signature
+from hw.interfaces import Op, Stream, mem_request_layout, request_signature, \
+    response_signature
 from hw.params import T3Params
 from hw.pipeline import BypassFIFO
 from .config import COUNTERS, PIPELINE_HIT_LATENCY, L2Params, l2_registers
@@ -331,7 +331,6 @@ class L2Cache(wiring.Component):
                      new_order[0].eq(touched)]
         for k in range(1, W):
             m.d.comb += new_order[k].eq(Mux(at[k:].any(), order[k - 1], order[k]))
-        nb_bits = (nb - 1).bit_length()
         with m.If(commit & uses_bank):
             m.d.sync += bank_busy[bank].eq(bank_cycles - 1)
         with m.If(commit & (a_store | evicts)):

@@ -9,7 +9,7 @@ from hw.params import T3Params, check_int, check_pow2
 from .alu import LATENCY as _ALU_LATENCY
 
 
-__all__ = ["WRITE_DELAY", "HBMTiming", "NMCParams", "decode", "nmc_registers", "COUNTERS", "STATUS", "CMD",
+__all__ = ["WRITE_DELAY", "HBMTiming", "NMCParams", "decode", "beat_index", "nmc_registers", "COUNTERS", "STATUS", "CMD",
            "Status"]
 
 
@@ -59,8 +59,11 @@ class HBMTiming:
 @dataclasses.dataclass(frozen=True)
 class NMCParams:
     """One HBM2 pseudo-channel: ``bank_groups`` x ``banks`` banks of ``rows`` rows of
-    ``columns`` beats.  Beat index ``i`` maps to column ``i % columns``, then bank group, then
-    bank, then row (consecutive rows of a tile spread over the bank groups)."""
+    ``columns`` beats.  Beat index ``i`` maps to bank group ``i % bank_groups``, then column,
+    then bank, then row (:func:`decode`): consecutive beats take turns among the bank groups,
+    as HBM controllers map the address bits just above the burst, so that a stream is spaced
+    by CCD_S rather than CCD_L (Accel-Sim's HBM configuration, which the paper's simulator
+    used, selects the bank group from the lowest bits for the same reason)."""
     bank_groups: int = 4
     banks: int = 4
     columns: int = 32
@@ -111,10 +114,16 @@ class NMCParams:
 def decode(nparams: NMCParams, beat):
     """``(bank_group, bank, row)`` of beat index ``beat``; the flat bank number is
     ``bank * bank_groups + bank_group``."""
-    rest = beat // nparams.columns
-    group = rest % nparams.bank_groups
-    rest //= nparams.bank_groups
+    group = beat % nparams.bank_groups
+    rest = beat // nparams.bank_groups // nparams.columns
     return group, rest % nparams.banks, rest // nparams.banks
+
+
+def beat_index(nparams: NMCParams, group, bank, row, column=0):
+    """The beat index of ``column`` of ``row`` in bank ``bank`` of bank group ``group``
+    (the inverse of :func:`decode`)."""
+    return ((row * nparams.banks + bank) * nparams.columns + column) * nparams.bank_groups + \
+        group
 
 
 #: Traffic counters, each split by stream (``<name>_compute``, ``<name>_comm``).

@@ -139,10 +139,11 @@ class NMCUnit(wiring.Component):
         beat = beat_full[:cap_bits]
         bad = (c.addr[:p.beat_offset_bits] != 0) | (beat_full[cap_bits:] != 0 if
                                                     len(beat_full) > cap_bits else 0)
-        group = beat[col_bits:col_bits + bg_bits] if bg_bits else Const(0, 1)
-        bank_no = beat[col_bits + bg_bits:col_bits + bg_bits + bank_bits] if bank_bits \
+        # beat: bank group (lowest), column, bank, row (nmc.config.decode)
+        group = beat[:bg_bits] if bg_bits else Const(0, 1)
+        bank_no = beat[bg_bits + col_bits:bg_bits + col_bits + bank_bits] if bank_bits \
             else Const(0, 1)
-        row = beat[col_bits + bg_bits + bank_bits:] if n.rows > 1 else Const(0, 1)
+        row = beat[bg_bits + col_bits + bank_bits:] if n.rows > 1 else Const(0, 1)
         k = Signal(range(nb))
         m.d.comb += k.eq(bank_no * n.bank_groups + group)
         reading = c.op == Op.READ

@@ -9,9 +9,8 @@ import pytest
 from hw.interfaces import ElemType, Op
 from hw.params import T3Params
 from hw.testing import reg_read, reg_write, run_testbench
-from l2.config import (COUNTERS, L2Config, L2Params, Status, Window, check_windows,
+from l2.config import (L2Config, L2Params, Status, Window, check_windows,
                        config_values)
-from l2.model import L2Model
 from l2.rtl import L2Cache
 from sim.blocks.l2.env import L2Env, check_run, random_requests, simulate_l2, traffic_windows
 

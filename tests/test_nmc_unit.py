@@ -8,7 +8,7 @@ import pytest
 
 from hw.interfaces import ElemType, Op, Stream
 from hw.params import T3Params
-from nmc.config import WRITE_DELAY, HBMTiming, NMCParams
+from nmc.config import WRITE_DELAY, HBMTiming, NMCParams, beat_index
 from nmc.model import NMCModel
 from sim.blocks.nmc.amaranth_sim import simulate_nmc
 
@@ -27,7 +27,7 @@ def command(beat, op, data=0, mask=FULL, etype=ElemType.FP32, stream=Stream.COMP
 
 
 def beat_of(group, bank, row, column=0):
-    return ((row * NP.banks + bank) * NP.bank_groups + group) * NP.columns + column
+    return beat_index(NP, group, bank, row, column)
 
 
 def replay(commands, run):
@@ -106,7 +106,8 @@ def test_updates_across_bank_groups_are_spaced_ccd_s():
 def test_row_miss_and_conflict_cost_what_the_timing_says():
     b0 = beat_of(1, 2, 0)
     b1 = beat_of(1, 2, 1)                     # same bank, another row
-    commands = [command(b0, Op.READ), command(b0 + 1, Op.READ), command(b1, Op.READ)]
+    commands = [command(b0, Op.READ), command(beat_of(1, 2, 0, 1), Op.READ),
+                command(b1, Op.READ)]
     run = simulate_nmc(PARAMS, NP, commands)
     first, hit, conflict = run.taken
     # a command's first cycle at the head is its check; the bank is closed at reset: ACT at
@@ -121,6 +122,20 @@ def test_row_miss_and_conflict_cost_what_the_timing_says():
     assert [c for c, _ in run.responses] == [t + T.CL for t in run.taken]
 
 
+@pytest.mark.parametrize("op", [Op.READ, Op.STORE])
+def test_consecutive_beats_take_turns_among_the_bank_groups(op):
+    """Beat i is in bank group i mod bank_groups: a stream of consecutive beats (one open row
+    in each group) issues a column command every CCD_S cycles, not every CCD_L (the mapping
+    that put 32 consecutive beats in one group gave half that rate)."""
+    assert [beat_of(g, 0, 0, c) for c in range(2) for g in range(NP.bank_groups)] == \
+        list(range(2 * NP.bank_groups))
+    n = 8 * NP.bank_groups
+    commands = [command(k, op) for k in range(n)]
+    run = simulate_nmc(PARAMS, NP, commands)
+    steady = run.taken[NP.bank_groups:]           # after each group's row is open
+    assert [b - a for a, b in zip(steady, steady[1:])] == [T.CCD_S] * (len(steady) - 1)
+
+
 @pytest.mark.parametrize("lead", [1, 37, 3000])
 def test_timing_does_not_depend_on_when_the_traffic_starts(lead):
     """The same commands after ``lead`` idle cycles (longer than any timer's range for the
@@ -129,7 +144,8 @@ def test_timing_does_not_depend_on_when_the_traffic_starts(lead):
     2**32 a READ to a closed bank issued after 1 cycle instead of RCD); now each constraint
     is a down-counter that rests at zero."""
     b0, b1 = beat_of(1, 2, 0), beat_of(1, 2, 1)
-    commands = [command(b0, Op.READ), command(b0 + 1, Op.UPDATE), command(b1, Op.READ)]
+    commands = [command(b0, Op.READ), command(beat_of(1, 2, 0, 1), Op.UPDATE),
+                command(b1, Op.READ)]
     base = simulate_nmc(PARAMS, NP, commands)
     run = simulate_nmc(PARAMS, NP, commands, lead=lead)
     assert run.taken == base.taken and run.responses == base.responses

@@ -11,7 +11,7 @@ import cocotb
 
 from hw.interfaces import ElemType, Op, Stream, mem_request_layout, mem_response_layout
 from hw.params import T3Params
-from nmc.config import NMCParams, nmc_registers
+from nmc.config import NMCParams, beat_index, nmc_registers
 from nmc.model import NMCModel
 from sim.harness.agents import Bench, CsrMaster, StreamSink, StreamSource, random_pauses
 from sim.harness.runner import tb_config
@@ -130,7 +130,7 @@ async def spread_updates(dut):
     commands = []
     for k in range(cfg["n"]):
         group, column = k % groups, (k // groups) % cols
-        beat = group * cols + column               # bank 0, row 0 of each group
+        beat = beat_index(nparams, group, 0, 0, column)    # bank 0, row 0 of each group
         commands.append({"addr": beat * params.beat_bytes, "data": k, "mask": full,
                          "op": Op.UPDATE.value, "etype": ElemType.INT32.value,
                          "stream": Stream.COMM.value, "tag": k % 16, "source": 0,
