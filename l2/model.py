@@ -187,14 +187,6 @@ class L2Model:
             self.sets[s] = [_Way() for _ in range(self.lparams.ways)]
             self.lru[s] = list(range(self.lparams.ways))
 
-    def read_memory(self, addr):
-        """What a READ of ``addr`` through the L2 would return now, without changing anything."""
-        line = line_of(self.params, addr)
-        for way in self.sets[self._index(line)]:
-            if way.valid and way.line == line and self.cached(addr):
-                return way.data
-        return self.memory.get(addr, 0)
-
 
 def _request(**fields):
     out = {"addr": 0, "data": 0, "mask": 0, "op": 0, "stream": 0, "source": 0, "wg_id": 0,

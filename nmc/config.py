@@ -9,8 +9,8 @@ from hw.params import T3Params, check_int, check_pow2
 from .alu import LATENCY as _ALU_LATENCY
 
 
-__all__ = ["WRITE_DELAY", "HBMTiming", "NMCParams", "decode", "beat_index", "nmc_registers", "COUNTERS", "STATUS", "CMD",
-           "Status"]
+__all__ = ["WRITE_DELAY", "HBMTiming", "NMCParams", "decode", "beat_index", "nmc_registers",
+           "COUNTERS", "STATUS", "CMD", "Status"]
 
 
 #: Cycles from a column command to its write landing in the storage (and its response entering
