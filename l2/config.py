@@ -112,9 +112,6 @@ class L2Config:
             ways_used=lparams.ways if self.ways_used is None else self.ways_used,
             windows=tuple(self.windows))
 
-    @property
-    def capacity_beats(self):
-        return self.sets_used * self.ways_used
 
 
 #: The ``cmd`` register: write 1 to a field to act.
@@ -128,7 +125,7 @@ STATUS = Reg("status", None, "w1c", "errors and state", fields=(
     Field("update_cached", doc="an UPDATE inside a cached window was refused (answered with "
                                "`error`, nothing written): op-and-stores must not be cached"),
     Field("config_busy", doc="a configuration register was written while the L2 held lines or "
-                             "requests: the write was ignored"),
+                             "requests, or in the cycle it took one: the write was ignored"),
     Field("bad_config", doc="`sets_used`, `ways_used`, `hit_latency` or `bank_cycles` held a "
                             "value the geometry cannot have: the nearest legal one was used"),
     Field("wb_error", doc="memory answered a write-back with `error`: that line's data did not "

@@ -57,6 +57,19 @@ def setup_phase(m, csr):
     return ~setup
 
 
+def answers_in_order(m, take, give, answer_valid, tag, tag_bits, most):
+    """Requests numbered in the order taken (their ``tag`` the low bits of the number, assumed
+    here): every answer comes for a request taken, in that order (its tag), at most ``most``
+    outstanding.  Returns the request counter (for more assumptions)."""
+    n_req, n_resp = Signal(8), Signal(8)
+    m.d.sync += [n_req.eq(n_req + take), n_resp.eq(n_resp + give)]
+    m.d.comb += [Assert(n_resp <= n_req), Assert(n_req - n_resp <= most)]
+    with m.If(answer_valid):
+        m.d.comb += [Assert(n_resp < n_req), Assert(tag == n_resp[:tag_bits])]
+    assert (1 << tag_bits) >= most, "tags must tell the outstanding requests apart"
+    return n_req
+
+
 # --- link: order, integrity, latency ----------------------------------------------------------
 
 class LinkSpec(Elaboratable):
@@ -148,18 +161,11 @@ class NMCSpec(Elaboratable):
         stream_source(m, dut.cmd.valid, c.as_value(), dut.cmd.ready, "cmd")
         free(m, dut.resp.ready)
         setup_phase(m, dut.csr)
-        n_cmd, n_resp = Signal(8), Signal(8)
-        tags = 1 << SMALL.tag_bits
+        n_cmd = answers_in_order(m, dut.cmd.valid & dut.cmd.ready,
+                                 dut.resp.valid & dut.resp.ready, dut.resp.valid,
+                                 dut.resp.payload.tag, SMALL.tag_bits, NMC_SMALL.resp_depth)
         m.d.comb += [Assume(c.tag == n_cmd[:SMALL.tag_bits]),
                      Assume(c.etype == ElemType.FP32)]
-        go_c = dut.cmd.valid & dut.cmd.ready
-        go_r = dut.resp.valid & dut.resp.ready
-        m.d.sync += [n_cmd.eq(n_cmd + go_c), n_resp.eq(n_resp + go_r)]
-        m.d.comb += [Assert(n_resp <= n_cmd), Assert(n_cmd - n_resp <= NMC_SMALL.resp_depth)]
-        with m.If(dut.resp.valid):
-            m.d.comb += [Assert(n_resp < n_cmd),
-                         Assert(dut.resp.payload.tag == n_resp[:SMALL.tag_bits])]
-        assert tags > NMC_SMALL.resp_depth
         return m
 
 
@@ -361,18 +367,13 @@ class L2Spec(Elaboratable):
         addr = AnyConst(p.addr_bits)
         init = Signal(p.beat_bits)
         m.d.comb += [init.eq(AnyConst(8)), Assume(addr[:p.beat_offset_bits] == 0)]
-        n_req, n_resp = Signal(8), Signal(8)
+        take = dut.i.valid & dut.i.ready
+        n_req = answers_in_order(m, take, dut.o.valid & dut.o.ready, dut.o.valid,
+                                 dut.o.payload.tag, p.tag_bits, lp.depth)
         m.d.comb += [Assume(req.tag == n_req[:p.tag_bits]),
                      Assume(req.addr[:p.beat_offset_bits] == 0), Assume(req.addr < 16),
                      Assume(req.op.as_value() != 3), Assume(req.data[8:] == 0),
                      Assume(~((req.op == Op.UPDATE) & (req.addr == addr)))]
-        take = dut.i.valid & dut.i.ready
-        give = dut.o.valid & dut.o.ready
-        m.d.sync += [n_req.eq(n_req + take), n_resp.eq(n_resp + give)]
-        m.d.comb += [Assert(n_resp <= n_req), Assert(n_req - n_resp <= lp.depth)]
-        with m.If(dut.o.valid):
-            m.d.comb += [Assert(n_resp < n_req),
-                         Assert(dut.o.payload.tag == n_resp[:p.tag_bits])]
 
         def merge(old, new, mask):
             return Cat(*(Mux(mask[b], new[8 * b:8 * b + 8], old[8 * b:8 * b + 8])
