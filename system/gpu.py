@@ -72,6 +72,8 @@ class GPU(wiring.Component):
             node.arb_drain.eq(engine.drain),
             node.arb_calib_start.eq(engine.calib_start),
             node.arb_calib_end.eq(engine.calib_end),
+            node.l2_flush.eq(engine.l2_flush),
+            engine.l2_flushed.eq(node.l2_flushed),
             self.done.eq(engine.done),
         ]
         # the boundary registers

@@ -2,13 +2,16 @@
 controller (``docs/design.md`` section 2; paper Figure 8).
 
 ```
- compute ─► decoder ─┬─► MC arbiter (compute) ─► MCQ ─► NMC/HBM ─► router ─┬─► resp (CUs)
+ compute ─► decoder ─┬─► [L2] ─► MC arbiter (compute) ─► MCQ ─► NMC/HBM ─► router ─┬─► [L2] ─► resp (CUs)
   (CUs)              │        ▲ (comm)   │ tap                             ├─► DMA resp (tile reads)
                      │        │          ▼                                 └─► comm_done (writes)
-                     └─► DMA remote    Tracker ─► DMA trig
-                          DMA mem ─────┘
-              rx ─► DMA ─► tx           cfg (AXI4-Lite) ─► node, Tracker, arbiter, NMC, DMA registers
+                     └─► DMA remote           Tracker ─► DMA trig
+                          DMA mem ────────────┘
+              rx ─► DMA ─► tx           cfg (AXI4-Lite) ─► node, Tracker, arbiter, NMC, DMA, L2 registers
 ```
+
+The L2 (``NodeParams.l2``, ``docs/l2.md``) is optional: without it the CUs' local requests
+enter the arbiter as they are, and their responses return from the router.
 """
 
 import dataclasses
@@ -20,6 +23,8 @@ from amaranth.lib.wiring import In, Out, connect
 
 from dma.config import DMAParams
 from dma.rtl import DMAEngine
+from l2.config import L2Params
+from l2.rtl import L2Cache
 from mc_arbiter.config import ArbiterParams
 from mc_arbiter.rtl import MCArbiter
 from nmc.config import NMCParams
@@ -38,9 +43,10 @@ __all__ = ["NodeParams", "GPUNode", "node_registers", "block_registers", "BLOCK_
 
 
 #: Blocks of the configuration space, in address order; block ``k`` starts at byte
-#: ``k << (WINDOW_BITS + 2)``.  ``gpu`` is the GPU side's window, outside the node (the
-#: traffic engine of a simulation top, :mod:`system.gpu`): the node's ``ext`` port.
-BLOCK_ORDER = ("node", "tracker", "arbiter", "nmc", "dma", "gpu")
+#: ``k << (WINDOW_BITS + 2)``.  ``l2`` reads as zero in a node without an L2.  ``gpu`` is the
+#: GPU side's window, outside the node (the traffic engine of a simulation top,
+#: :mod:`system.gpu`): the node's ``ext`` port.
+BLOCK_ORDER = ("node", "tracker", "arbiter", "nmc", "dma", "l2", "gpu")
 
 #: Word-address bits of each block's window (256 registers).
 WINDOW_BITS = 8
@@ -63,9 +69,14 @@ class NodeParams:
     #: posted remote stores buffered between the CUs and the link (beats): a GPU's fabric
     #: takes a CU's remote stores without holding up its other accesses while the link drains
     remote_buffer: int = 256
+    #: the GPU's L2 between the CUs' local accesses and the memory controller (``docs/l2.md``),
+    #: or ``None``: none, the CUs' requests reach the arbiter as they are
+    l2: L2Params = None
 
     def __post_init__(self):
         check_int("remote_buffer", self.remote_buffer, 2, 4096)
+        if self.l2 is not None and not isinstance(self.l2, L2Params):
+            raise ValueError(f"l2 must be an L2Params or None, not {self.l2!r}")
         if self.dma.commands != self.tracker.regions:
             raise ValueError(f"dma.commands {self.dma.commands} must equal tracker.regions "
                              f"{self.tracker.regions}")
@@ -77,13 +88,15 @@ class NodeParams:
     def to_dict(self):
         return {"tracker": self.tracker.to_dict(), "arbiter": dataclasses.asdict(self.arbiter),
                 "nmc": self.nmc.to_dict(), "dma": self.dma.to_dict(),
-                "remote_buffer": self.remote_buffer}
+                "remote_buffer": self.remote_buffer,
+                "l2": self.l2.to_dict() if self.l2 is not None else None}
 
     @classmethod
     def from_dict(cls, d):
+        l2 = d.get("l2")
         return cls(TrackerParams(**d["tracker"]), ArbiterParams(**d["arbiter"]),
                    NMCParams.from_dict(d["nmc"]), DMAParams(**d["dma"]),
-                   d.get("remote_buffer", 256))
+                   d.get("remote_buffer", 256), L2Params(**l2) if l2 is not None else None)
 
 
 def node_registers():
@@ -111,11 +124,15 @@ def block_registers(params: T3Params, nparams: NodeParams):
     from mc_arbiter.config import arbiter_registers
     from nmc.config import nmc_registers
     from tracker.config import tracker_registers
-    return {"node": node_registers(),
-            "tracker": tracker_registers(params, nparams.tracker),
-            "arbiter": arbiter_registers(nparams.arbiter),
-            "nmc": nmc_registers(params, nparams.nmc),
-            "dma": dma_registers(params, nparams.dma)}
+    from l2.config import l2_registers
+    blocks = {"node": node_registers(),
+              "tracker": tracker_registers(params, nparams.tracker),
+              "arbiter": arbiter_registers(nparams.arbiter),
+              "nmc": nmc_registers(params, nparams.nmc),
+              "dma": dma_registers(params, nparams.dma)}
+    if nparams.l2 is not None:
+        blocks["l2"] = l2_registers(params, nparams.l2)
+    return blocks
 
 
 def register_address(block, word):
@@ -134,7 +151,10 @@ class GPUNode(wiring.Component):
         Stores and updates inside the DMA's remote window (``remote_map``) go to the link as
         remote updates, through a ``remote_buffer``-beat egress queue (posted writes: a
         slow link does not hold up the CUs' local accesses until the queue is full);
-        everything else enters the MC arbiter's compute stream.  ``compute.ready`` is a
+        everything else enters the MC arbiter's compute stream, through the L2 when the node
+        has one (``NodeParams.l2``: it caches what its windows say and passes the rest,
+        every UPDATE included, unchanged; :class:`l2.rtl.L2Cache`, behind a register slice
+        towards the arbiter).  ``compute.ready`` is a
         register; a request enters the arbiter (or the egress queue) 1 cycle after its
         handshake.  Every stream between two blocks passes a :class:`hw.pipeline.SkidBuffer`
         (the compute port before the decoder, egress queue → DMA, DMA → arbiter, arbiter
@@ -143,7 +163,8 @@ class GPUNode(wiring.Component):
         the arbiter and the NMC unit alone give it (the compute port's, the MCQ → NMC and
         the NMC → router slices).
     resp : Out(stream.Signature(memory response))
-        One response per local compute request, in order (``data`` for reads).
+        One response per local compute request, in order (``data`` for reads): the L2's
+        ``o`` when the node has one.
     comm_done : Out(1)
         Pulses once for every communication-stream write completed in DRAM (an arriving remote
         or DMA update or store): the agents' view of data arriving.
@@ -163,6 +184,12 @@ class GPUNode(wiring.Component):
         Kernel-boundary strobes from the GPU side, OR-ed with the ``ctrl`` register's: the
         producer kernel ended; the calibration window starts; it ends.  Registered: the
         arbiter sees a strobe in the next cycle.
+    l2_flush : In(1)
+        A strobe: the L2 writes back every dirty line and invalidates every line once every
+        request in flight is answered (the kernel's end, :class:`l2.rtl.L2Cache` ``flush``).
+    l2_flushed : Out(1)
+        A strobe when that flush has ended (every write-back answered by memory); without an
+        L2, the cycle after ``l2_flush``.
     """
 
     def __init__(self, params: T3Params, nparams: NodeParams = NodeParams(),
@@ -172,14 +199,18 @@ class GPUNode(wiring.Component):
         self.arbiter = MCArbiter(params, nparams.arbiter)
         self.nmc = NMCUnit(params, nparams.nmc)
         self.dma = DMAEngine(params, nparams.dma)
+        self.l2 = L2Cache(params, nparams.l2) if nparams.l2 is not None else None
         self.regs = node_registers()
         self.block_regs = {"node": self.regs, "tracker": self.tracker.regs,
                            "arbiter": self.arbiter.regs, "nmc": self.nmc.regs,
                            "dma": self.dma.regs}
+        if self.l2 is not None:
+            self.block_regs["l2"] = self.l2.regs
         # registered: each block's register bus starts from registers by the block (the bus
         # spans the node; the write decode behind its wires was the node's slowest path)
         self.decoder = CSRDecoder(WINDOW_BITS, [
-            (name, self.block_regs[name].addr_bits if name in self.block_regs else ext_addr_bits)
+            (name, self.block_regs[name].addr_bits if name in self.block_regs else
+             ext_addr_bits if name == "gpu" else 1)
             for name in BLOCK_ORDER], registered=True)
         self.cfg_addr_bits = self.decoder.addr_bits + 2
         assert self.cfg_addr_bits == CFG_ADDR_BITS
@@ -194,6 +225,8 @@ class GPUNode(wiring.Component):
             "arb_drain": In(1),
             "arb_calib_start": In(1),
             "arb_calib_end": In(1),
+            "l2_flush": In(1),
+            "l2_flushed": Out(1),
         })
 
     def elaborate(self, platform):
@@ -246,13 +279,26 @@ class GPUNode(wiring.Component):
         head, to_remote = compute_in.o.payload.req, compute_in.o.payload.remote
         m.submodules.egress = egress = SyncFIFOBuffered(width=layout.size,
                                                         depth=self.nparams.remote_buffer)
+        # the local path: through the L2 when the node has one, else straight to the arbiter
+        l2 = self.l2
+        local = l2.i if l2 is not None else arbiter.compute
         m.d.comb += [
             egress.w_data.eq(head.as_value()),
-            arbiter.compute.payload.eq(head),
+            local.payload.eq(head),
             egress.w_en.eq(compute_in.o.valid & to_remote),
-            arbiter.compute.valid.eq(compute_in.o.valid & ~to_remote),
-            compute_in.o.ready.eq(Mux(to_remote, egress.w_rdy, arbiter.compute.ready)),
+            local.valid.eq(compute_in.o.valid & ~to_remote),
+            compute_in.o.ready.eq(Mux(to_remote, egress.w_rdy, local.ready)),
         ]
+        if l2 is not None:
+            m.submodules.l2 = l2
+            connect(m, decoder.l2, l2.csr)
+            # the L2's memory queue and the arbiter's enqueue policy: a register slice between
+            m.submodules.l2_out = l2_out = SkidBuffer(layout)
+            connect(m, l2.mem, l2_out.i)
+            connect(m, l2_out.o, arbiter.compute)
+            m.d.comb += [l2.flush.eq(self.l2_flush), self.l2_flushed.eq(l2.flushed)]
+        else:                                   # nothing to write back: done at once
+            m.d.sync += self.l2_flushed.eq(self.l2_flush)
         count(m, cnt["remote_out"], compute_in.o.valid & to_remote & egress.w_rdy, 0)
         # the egress queue's block-RAM output and the DMA's write-combining check into its run
         # queue were one path (the node placed at 45 MHz)
@@ -289,15 +335,19 @@ class GPUNode(wiring.Component):
         r = resp.payload
         is_comm = r.stream == Stream.COMM
         is_read = r.op == Op.READ
+        # the local requests' responses: to the CUs, or to the L2, which answers the CUs
+        local_resp = l2.mem_resp if l2 is not None else self.resp
+        if l2 is not None:
+            connect(m, l2.o, wiring.flipped(self.resp))
         m.d.comb += [
-            self.resp.payload.eq(r),
+            local_resp.payload.eq(r),
             dma.resp.payload.eq(r),
-            self.resp.valid.eq(resp.valid & ~is_comm),
+            local_resp.valid.eq(resp.valid & ~is_comm),
             dma.resp.valid.eq(resp.valid & is_comm & is_read),
             self.comm_done.eq(resp.valid & is_comm & ~is_read),
         ]
         with m.If(~is_comm):
-            m.d.comb += resp.ready.eq(self.resp.ready)
+            m.d.comb += resp.ready.eq(local_resp.ready)
         with m.Elif(is_read):
             m.d.comb += resp.ready.eq(dma.resp.ready)
         with m.Else():

@@ -33,16 +33,18 @@ def _gemm_case(mode, gpus=2, g=1, free=False, cus=2, p=P):
     return wl, layout, program, partials
 
 
-def _run_gemm(program, partials, etype, mca=False, ready_p=0.7, seed=1, latency=5, p=P):
+def _run_gemm(program, partials, etype, mca=False, ready_p=0.7, seed=1, latency=5, p=P,
+             flush=False, flush_delay=5):
     dut = CUEngine(p, EP)
-    regs = [("mode", dut.regs["mode"].encode(kernel=Kernel.GEMM, etype=etype, mca=int(mca))),
+    regs = [("mode", dut.regs["mode"].encode(kernel=Kernel.GEMM, etype=etype, mca=int(mca),
+                                             flush=int(flush))),
             ("prog_base", 0), ("prog_count", len(program.wgs)), ("partials", 0),
             *program.registers.items()]
     load = list(enumerate(program_beats(p, [pack_wg(p, d) for d in program.wgs]), PROG))
     load += list(enumerate(partials))
     memory = {program.registers["a_base"] + p.beat_bytes * i: i for i in range(64)}
     env = EngineEnv(p, memory, REMOTE_SPACE, latency=latency, ready_p=ready_p, seed=seed)
-    cycles, stats, _, strobes = simulate_engine(dut, env, regs, load)
+    cycles, stats, _, strobes = simulate_engine(dut, env, regs, load, flush_delay=flush_delay)
     return env, stats, strobes
 
 
@@ -67,7 +69,8 @@ def test_gemm_requests_match_the_model(mode, free):
     # a remote store gets no response; every other request does
     assert stats["responses"] == n - len(env.remote)
     assert all(q["addr"] >= REMOTE_SPACE for q in env.remote)
-    assert strobes == {"calib_start": [], "calib_end": [], "drain": []}
+    assert strobes == {"calib_start": [], "calib_end": [], "drain": [], "l2_flush": [],
+                       "l2_flushed": []}
 
 
 def test_descriptors_of_two_beats_on_a_128_bit_engine():
@@ -118,6 +121,27 @@ def test_gemm_keeps_cus_wgs_in_flight_and_strobes_the_arbiter():
     for cycle in range(0, stats["cycles"]):
         live = sum(1 for a, b in spans.values() if a <= cycle <= b)
         assert live <= 2, f"{live} WGs in flight at cycle {cycle}"
+
+
+@pytest.mark.parametrize("mode", ["sequential", "t3"])
+def test_a_flushing_kernel_flushes_the_l2_after_its_last_response_and_waits(mode):
+    """With ``mode.flush`` the engine strobes ``l2_flush`` once, after the kernel's last
+    response (every request answered: the L2 holds nothing in flight), and is done only
+    after ``l2_flushed``; the requests are the same as without."""
+    _, _, program, partials = _gemm_case(mode)
+    etype = ElemType.FP16.value
+    plain, _, plain_strobes = _run_gemm(program, partials, etype)
+    env, stats, strobes = _run_gemm(program, partials, etype, flush=True, flush_delay=37)
+    assert [r for _, r in env.requests] == [r for _, r in plain.requests]
+    assert plain_strobes["l2_flush"] == []
+    assert len(strobes["l2_flush"]) == 1 and len(strobes["l2_flushed"]) == 1
+    flush, = strobes["l2_flush"]
+    assert flush > max(env.responses) and flush > max(c for c, _ in env.requests)
+    assert strobes["l2_flushed"] == [flush + 37]
+    # done (the last cycle the bench ran is the first with done high) after the flushed
+    # strobe is registered
+    assert stats["cycles"] >= flush + 37 + 1
+    assert stats["status"] == STATUS.encode(done=1)
 
 
 def _beats(rng, n, dtype):

@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+from l2.config import L2Params
 from sim.harness.runner import SIMULATORS, default_sim
 from sim.system.configure import CONFIGS
 from sim.system.run import run_config
@@ -63,6 +64,55 @@ def test_end_to_end_bit_exact(simulator, gpus, dtype, config, tmp_path, t3_optio
     assert r["verified"] is True
     assert r["gpus"] == gpus and r["config"] == config
     check_traffic(r, spec, gpus, config)
+
+
+#: The L2 of the ring tests: small enough that the GEMM's inputs and Sequential's output
+#: evict each other (16 sets of 4 ways: 2 KiB).
+TEST_L2 = L2Params(sets=16, ways=4, banks=2, mshrs=8, depth=32)
+
+#: Every ring configuration on Verilator, Sequential (the one whose output is cached and
+#: written back) on Icarus too.
+L2_CASES = [(sim, config) for sim in SIMS for config in CONFIGS
+            if sim == "verilator" or config == "sequential"]
+
+
+def check_l2(r, config):
+    """The L2's counters against the DRAM's: every request answered one way; every DRAM read
+    of the CUs a miss or a bypassed read; every write of a cached output a write-back."""
+    assert r["l2"] is not None
+    for phase, c in r["l2"].items():
+        kinds = ("read_hits", "read_misses", "read_merged", "store_hits", "store_allocs",
+                 "bypass_reads", "bypass_writes", "refused")
+        assert c["requests"] == sum(c[k] for k in kinds), (phase, c)
+        assert c["refused"] == 0, (phase, c)
+    d = r["dram"]
+    if config == "sequential":
+        g = r["l2"]["gemm"]
+        # the GEMM's reads are all cached (A and B) and its stores too (C, whole beats)
+        assert g["bypass_reads"] == g["bypass_writes"] == 0, g
+        assert d["gemm_reads"] == g["read_misses"]
+        assert d["gemm_writes"] == g["write_backs"] + g["flush_write_backs"]
+    else:
+        g = r["l2"]["gemm_rs"]
+        # T3's output updates bypass the L2; its reads are cached
+        assert g["store_hits"] == g["store_allocs"] == g["bypass_reads"] == 0, g
+        assert g["write_backs"] == g["flush_write_backs"] == 0, g
+        assert d["gemm_reads"] == g["read_misses"]
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("simulator, config", L2_CASES)
+def test_end_to_end_bit_exact_with_an_l2(simulator, config, tmp_path, t3_options):
+    """Nodes with an L2 between the CUs and the memory controller: the same bit-exact result
+    and DRAM writes by category as without (the L2 writes every cached output beat back
+    once), and the L2's counters agree with the DRAM's."""
+    gpus = 2
+    spec = GemmSpec(n=16 * gpus, **SMALL)
+    r = run_config(spec, gpus, config, sim=simulator, build_dir=tmp_path,
+                   seed=t3_options.seed, l2=TEST_L2)
+    assert r["verified"] is True
+    check_traffic(r, spec, gpus, config)
+    check_l2(r, config)
 
 
 @pytest.mark.cocotb

@@ -442,3 +442,71 @@ def test_driver_refuses_more_tracked_tiles_than_the_trigger_queue_holds():
     spec = preset("Mega-GPT-2-FC-2-TP16")
     tiles = (spec.m // 16) * (spec.n // 16) // 16 * (16 - 2)
     assert tiles <= NodeParams().dma.trigger_depth
+
+
+# --- the L2 in the nodes: the driver's cached buffers and the node's parameters ---------------
+
+def test_the_driver_programs_the_l2_windows_from_its_cached_buffers():
+    """Each GPU's cached buffers, in address order, are the L2's windows; the rest of its
+    registers come from ``set_l2``; the writes follow the other blocks'."""
+    from l2.config import L2Config, L2Params, l2_registers
+    from sim.system.run import node_params
+    nparams = node_params(l2=L2Params(sets=16, ways=4))
+    driver = Driver(P, nparams, 2)
+    c = driver.malloc("C", 0, 32, 32)
+    b = driver.malloc("B", 0, 32, 16, uncached=False)
+    a = driver.malloc("A", 0, 32, 8, uncached=False)
+    driver.set_l2(L2Config(sets_used=8, ways_used=2, hit_latency=20, bank_cycles=3))
+    writes = driver.named_writes(0)
+    l2 = {name: value for block, name, value in writes if block == "l2"}
+    assert [block for block, _, _ in writes][-len(l2):] == ["l2"] * len(l2)
+    assert set(l2) == {r.name for r in l2_registers(P, nparams.l2).regs if r.access == "rw"}
+    assert (l2["win0_base"], l2["win0_size"]) == (b.base, b.size)
+    assert (l2["win1_base"], l2["win1_size"]) == (a.base, a.size)
+    assert l2["win2_size"] == l2["win3_size"] == 0
+    assert all(not (c.base <= l2[f"win{k}_base"] < c.base + c.size) for k in range(2))
+    assert (l2["sets_used"], l2["ways_used"], l2["hit_latency"], l2["bank_cycles"]) == \
+        (3, 2, 20, 3)
+    # GPU 1 has no cached buffer: every window is off
+    assert all(v == 0 for block, name, v in driver.named_writes(1)
+               if block == "l2" and name.startswith("win"))
+    # without an L2 nothing is written to its window
+    plain = Driver(P, node_params(), 2)
+    plain.malloc("C", 0, 32, 32)
+    assert all(block != "l2" for block, _, _ in plain.named_writes(0))
+
+
+def test_the_driver_refuses_what_the_l2_cannot_hold():
+    from l2.config import L2Config, L2Params, Window
+    from sim.system.run import check_config, node_params
+    nparams = node_params(l2=L2Params(sets=16, ways=4, windows=2))
+    driver = Driver(P, nparams, 2)
+    driver.malloc("A", 0, 32, 8, uncached=False)
+    driver.malloc("B", 0, 32, 8, uncached=False)
+    _refused(driver, "windows: 3 cached windows, the L2 has 2", driver.malloc, "C", 0, 32, 8,
+             uncached=False)
+    _refused(driver, "uncached must be True or False, not 0", driver.malloc, "D", 0, 32, 8,
+             uncached=0)
+    _refused(driver, r"hit_latency must be an integer from 4 to 64 cycles, not 2",
+             driver.set_l2, L2Config(hit_latency=2))
+    _refused(driver, "sets_used must be a power of two", driver.set_l2, L2Config(sets_used=6))
+    _refused(driver, "config.windows must be empty", driver.set_l2,
+             L2Config(windows=(Window(0, 32),)))
+    plain = Driver(P, node_params(), 2)
+    _refused(plain, r"uncached=False, but the nodes have no L2 \(NodeParams.l2 is None\)",
+             plain.malloc, "A", 0, 32, 8, uncached=False)
+    _refused(plain, r"set_l2: the nodes have no L2", plain.set_l2, L2Config())
+    spec = GemmSpec(m=32, n=32, k=64, wfs_per_wg=2, cus=2)
+    with pytest.raises(ValueError, match="engines=False: the CU kernels in Python do not "
+                                         "flush the L2"):
+        check_config(spec, 2, "t3", P, nparams, eparams=None)
+
+
+def test_node_params_carry_the_l2_through_a_dict():
+    from l2.config import L2Params
+    with_l2 = NodeParams(l2=L2Params(sets=32, ways=2))
+    assert NodeParams.from_dict(with_l2.to_dict()) == with_l2
+    assert NodeParams.from_dict(NodeParams().to_dict()) == NodeParams()
+    assert "l2" in block_registers(P, with_l2) and "l2" not in block_registers(P, NodeParams())
+    with pytest.raises(ValueError, match="l2 must be an L2Params or None, not 4"):
+        NodeParams(l2=4)

@@ -21,9 +21,19 @@ ISOLATED_RS = "rs-nmc"
 INPUT_WINDOW_BYTES = 16 * 1024
 
 
-def allocate(driver, wl):
+def allocate(driver, wl, config="t3"):
     """The same buffers on every GPU: ``C`` (output), ``A``/``B`` (input windows), ``R``
-    (the baseline's receive slots).  Returns ``{name: Buffer}`` of GPU 0 (all are alike)."""
+    (the baseline's receive slots).  Returns ``{name: Buffer}`` of GPU 0 (all are alike).
+
+    With an L2 in the nodes (``NodeParams.l2``) the GEMM's inputs ``A`` and ``B`` are cached,
+    and so is ``C`` under the ``sequential`` baseline, whose GEMM stores it as ordinary
+    stores (written back from the L2) and whose reduce-scatter and all-gather read it as
+    ordinary loads; T3's ``C`` is uncached (paper section 4.4: its tracked updates must reach
+    the memory controller).  ``R``, which the neighbour writes over the link, is read once
+    after it arrives: uncached.  Every kernel ends with a flush of the L2 (write back and
+    invalidate), so data arriving over the link into a cached buffer is never read stale."""
+    cached = driver.nparams.l2 is not None
+    c_cached = cached and config == "sequential"
     s, gpus = wl.spec, wl.gpus
     e = s.elem_bytes
     beat = wl.params.beat_bytes
@@ -33,9 +43,9 @@ def allocate(driver, wl):
         cols_b = max(beat // e, cols_b - cols_b % (beat // e))
     layout = None
     for g in range(gpus):
-        bufs = {"C": driver.malloc("C", g, s.m, s.n, s.dtype),
-                "A": driver.malloc("A", g, s.m, rows_a, s.dtype),
-                "B": driver.malloc("B", g, s.k, cols_b, s.dtype),
+        bufs = {"C": driver.malloc("C", g, s.m, s.n, s.dtype, uncached=not c_cached),
+                "A": driver.malloc("A", g, s.m, rows_a, s.dtype, uncached=not cached),
+                "B": driver.malloc("B", g, s.k, cols_b, s.dtype, uncached=not cached),
                 "R": driver.malloc("R", g, s.m, wl.chunk_cols * (gpus - 1), s.dtype)}
         layout = layout or bufs
     layout = dict(layout)

@@ -19,6 +19,8 @@ from mc_arbiter.config import Policy
 from mc_arbiter.config import register_values as arbiter_values
 from tracker.config import Region, check_regions, check_schedule
 from tracker.config import register_values as tracker_values
+from l2.config import L2Config, Window
+from l2.config import config_values as l2_values
 from system.ring import MAX_GPUS
 
 
@@ -91,6 +93,7 @@ class _GPUConfig:
     policy: Policy = Policy.ROUND_ROBIN
     threshold: int = None
     auto_threshold: bool = False
+    l2: L2Config = L2Config()
 
 
 class Driver:
@@ -144,6 +147,14 @@ class Driver:
         caps = {g: self.capacity for g in range(self.gpus)}
         check_commands(p, n.dma, cfg.commands, dst_capacity=caps, gpus=self.gpus)
         check_remote(p, n.dma, cfg.remote, dst_capacity=caps)
+        if n.l2 is not None:
+            l2_values(p, n.l2, dataclasses.replace(cfg.l2, windows=self._windows(cfg)))
+
+    @staticmethod
+    def _windows(cfg):
+        """The L2's cached windows of a GPU: its cached buffers, in address order."""
+        return tuple(Window(b.base, b.size) for b in
+                     sorted(cfg.buffers.values(), key=lambda b: b.base) if not b.uncached)
 
     def configuration(self):
         """A copy of every GPU's configuration (buffers, next free byte, regions, commands,
@@ -169,8 +180,15 @@ class Driver:
 
     def malloc(self, name, gpu, rows, cols, dtype="fp16", uncached=True):
         """Allocate a ``rows x cols`` column-major matrix on ``gpu`` (beat aligned).  T3's
-        output buffers are ``uncached`` so that every store reaches the memory controller."""
+        output buffers are ``uncached`` so that every store reaches the memory controller;
+        a cached buffer (``uncached=False``) is one of the L2's cached windows, at most
+        ``L2Params.windows`` per GPU (nodes without an L2 refuse it)."""
         self._check_gpu("gpu", gpu)
+        if not isinstance(uncached, bool):
+            raise ValueError(f"uncached must be True or False, not {uncached!r}")
+        if not uncached and self.nparams.l2 is None:
+            raise ValueError(f"buffer {name!r}: uncached=False, but the nodes have no L2 "
+                             f"(NodeParams.l2 is None)")
         if dtype not in ETYPES:
             raise ValueError(f"dtype must be one of {sorted(ETYPES)}, not {dtype!r}")
         check_int("rows", rows, 1)
@@ -304,6 +322,27 @@ class Driver:
                 cfg.policy, cfg.threshold, cfg.auto_threshold = policy, threshold, auto_threshold
         self._transaction(change)
 
+    def set_l2(self, config: L2Config):
+        """The L2's sets and ways in use, hit latency and bank cycle time on every GPU (an
+        :class:`l2.config.L2Config`; its ``windows`` come from the cached buffers)."""
+        if self.nparams.l2 is None:
+            raise ValueError("set_l2: the nodes have no L2 (NodeParams.l2 is None)")
+        if not isinstance(config, L2Config):
+            raise ValueError(f"config must be an L2Config, not {config!r}")
+        if config.windows:
+            raise ValueError("set_l2: config.windows must be empty: the cached windows are "
+                             "the buffers allocated with uncached=False")
+
+        def change(state):
+            for cfg in state:
+                cfg.l2 = config
+        self._transaction(change)
+
+    def l2_config(self, gpu):
+        """GPU ``gpu``'s :class:`l2.config.L2Config`, its windows filled in."""
+        cfg = self._gpu[self._check_gpu("gpu", gpu)]
+        return dataclasses.replace(cfg.l2, windows=self._windows(cfg))
+
     def gemm(self, out: Buffer, stages, wfs_per_wg, update=True, tracked_gpu=None):
         """Check a fused GEMM launch against the configuration: with ``update`` the output
         stores are op-and-stores counted by the Tracker, so the tracked workgroups of the
@@ -351,6 +390,11 @@ class Driver:
         writes += [("arbiter", name, value) for name, value in
                    arbiter_values(n.arbiter, cfg.policy, threshold=cfg.threshold,
                                   auto_threshold=cfg.auto_threshold)]
+        if n.l2 is not None:
+            # accepted only while the L2 is empty (status.config_busy otherwise): the previous
+            # kernel ended with a flush
+            writes += [("l2", name, value) for name, value in
+                       l2_values(p, n.l2, self.l2_config(gpu)).items()]
         return writes
 
     def register_writes(self, gpu, regs):

@@ -4,7 +4,7 @@ accesses by category (paper section 6.2, Figure 18) and the bit-exact scoreboard
 import numpy as np
 
 
-__all__ = ["COUNTERS", "dram_accesses", "link_utilization", "compare_chunk"]
+__all__ = ["COUNTERS", "L2_COUNTERS", "dram_accesses", "link_utilization", "compare_chunk"]
 
 
 #: Counters read after each phase: (block, register).
@@ -16,6 +16,12 @@ COUNTERS = [("nmc", f"{k}_{s}") for k in ("reads", "stores", "updates") for s in
     ("tracker", "errors"), ("tracker", "tracked"), ("tracker", "occupancy"), ("dma", "triggers"),
     ("dma", "reads"), ("dma", "beats_received"), ("nmc", "errors"), ("arbiter", "forced"),
     ("arbiter", "threshold"), ("arbiter", "comm_max_wait")]
+
+#: Also read when the nodes have an L2 (``l2.config.COUNTERS``) and its status.
+L2_COUNTERS = [("l2", name) for name in (
+    "requests", "read_hits", "read_misses", "read_merged", "store_hits", "store_allocs",
+    "write_backs", "flush_write_backs", "bypass_reads", "bypass_writes", "refused",
+    "bank_stalls", "miss_stalls", "status")]
 
 
 def compare_chunk(gpu, chunk, got, want):

@@ -71,20 +71,21 @@ def memory_rows_for(gpus):
     return MEMORY_ROWS if gpus <= 8 else 2 * MEMORY_ROWS
 
 
-def node_params(memory_rows=MEMORY_ROWS, mcq_depth=None):
+def node_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None):
     """The :class:`system.node.NodeParams` of the system's nodes: ALUs for :data:`FORMATS`,
     memory of ``memory_rows`` rows per bank (8: 128 KiB per GPU), an MCQ of ``mcq_depth``
-    entries (default: the node's, 32)."""
-    node = NodeParams(nmc=NMCParams(rows=memory_rows, formats=FORMATS))
+    entries (default: the node's, 32), an L2 of geometry ``l2`` (an
+    :class:`l2.config.L2Params`; default none)."""
+    node = NodeParams(nmc=NMCParams(rows=memory_rows, formats=FORMATS), l2=l2)
     if mcq_depth is not None:
         node = dataclasses.replace(node, arbiter=dataclasses.replace(node.arbiter,
                                                                      depth=mcq_depth))
     return node
 
 
-def system_params(memory_rows=MEMORY_ROWS, mcq_depth=None):
+def system_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None):
     """``(T3Params, NodeParams)`` of the system: the default widths and :func:`node_params`."""
-    return T3Params(), node_params(memory_rows, mcq_depth)
+    return T3Params(), node_params(memory_rows, mcq_depth, l2)
 
 
 def describe_scale(spec, gpus, latency=LINK_LATENCY):
@@ -109,9 +110,12 @@ def check_config(spec, gpus, config, params, nparams, eparams=None):
     if config not in CONFIGS + (ISOLATED_RS,):
         raise ValueError(f"config must be one of {CONFIGS}, not {config!r}")
     check_int("gpus", gpus, 2, MAX_GPUS)
+    if eparams is None and nparams.l2 is not None:
+        raise ValueError("engines=False: the CU kernels in Python do not flush the L2 at a "
+                         "kernel's end; run nodes with an L2 (NodeParams.l2) on the engines")
     wl = Workload(spec, gpus, params)
     driver = Driver(params, nparams, gpus)
-    layout = allocate(driver, wl)
+    layout = allocate(driver, wl, config)
     if config != "sequential":
         configure_fused(driver, wl, layout, "MCA" if config == "t3-mca" else "ROUND_ROBIN")
     map_ring_windows(driver, wl, "R")
@@ -144,12 +148,13 @@ def check_config(spec, gpus, config, params, nparams, eparams=None):
 
 
 def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
-               bandwidth=LINK_BANDWIDTH, engines=True, mcq_depth=None, geometry=None):
+               bandwidth=LINK_BANDWIDTH, engines=True, mcq_depth=None, l2=None,
+               geometry=None):
     """``(top name, make, cache key)`` of the ring a run uses (built once per key);
-    ``geometry`` as in :func:`run_config`."""
+    ``l2`` and ``geometry`` as in :func:`run_config`."""
     from system.ring import Ring
     memory_rows = memory_rows or memory_rows_for(gpus)
-    params, nparams = geometry or system_params(memory_rows, mcq_depth)
+    params, nparams = geometry or system_params(memory_rows, mcq_depth, l2)
     eparams = ENGINE_PARAMS if engines is True else (engines or None)
     key = design_key(Ring, params.to_dict(), nparams.to_dict(), gpus, latency, bandwidth,
                      eparams.to_dict() if eparams else None)
@@ -175,7 +180,7 @@ def idle_rate(gpus, *, sim=None, cycles=20_000, build_dir=None, **kwargs):
 def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=None,
                progress=None, memory_rows=None, latency=LINK_LATENCY,
                bandwidth=LINK_BANDWIDTH, engines=True, cxx_opt=None, timeline=None,
-               mcq_depth=None, geometry=None):
+               mcq_depth=None, l2=None, geometry=None):
     """Run ``config`` on a ring of ``gpus``; returns the result dict of
     :func:`sim.system.testbench.run_system`.  ``progress(line)`` sees the testbench's progress
     lines.  ``engines``: the GPUs' traffic comes from the GPU-side engines in the ring's RTL
@@ -185,14 +190,16 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     engines, :data:`CXX_OPT_PYTHON` without).  ``timeline``: sample every GPU's timeline
     counters every that many cycles (``result["timeline"]``, :mod:`sim.system.timeline`);
     with the engines only.  ``mcq_depth``: the memory controller queue's entries (default
-    the node's).  ``geometry``: ``(T3Params, NodeParams)`` in place of the system's
-    (:func:`system_params`; ``memory_rows`` and ``mcq_depth`` then do nothing), e.g. the
-    board's (:class:`system.board.BoardParams`)."""
+    the node's).  ``l2``: an :class:`l2.config.L2Params`: every node has an L2 of that
+    geometry (the GEMM's inputs cached; :func:`sim.system.configure.allocate`).
+    ``geometry``: ``(T3Params, NodeParams)`` in place of the system's (:func:`system_params`;
+    ``memory_rows``, ``mcq_depth`` and ``l2`` then do nothing), e.g. the board's
+    (:class:`system.board.BoardParams`)."""
     import sim.system.testbench as tb
     sim = sim or default_sim()
     check_int("gpus", gpus, 2, MAX_GPUS)
     memory_rows = memory_rows or memory_rows_for(gpus)
-    params, nparams = geometry or system_params(memory_rows, mcq_depth)
+    params, nparams = geometry or system_params(memory_rows, mcq_depth, l2)
     eparams = ENGINE_PARAMS if engines is True else (engines or None)
     check_config(spec, gpus, config, params, nparams, eparams)
     if timeline is not None:

@@ -18,6 +18,7 @@ import time
 import cocotb
 import numpy as np
 
+from l2.config import STATUS as L2_STATUS
 from system.node import node_registers, register_address
 from sim.harness.agents import Bench
 from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_fused,
@@ -25,7 +26,7 @@ from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_fuse
 from sim.system.kernels import (AGKernel, ArrivalWatch, CheckKernel, GemmKernel, KernelRunner,
                                 RSKernel)
 from sim.system.port import GPUPort
-from sim.system.results import COUNTERS, compare_chunk, dram_accesses, link_utilization
+from sim.system.results import COUNTERS, L2_COUNTERS, compare_chunk, dram_accesses, link_utilization
 from sim.system.driver import ETYPES, REMOTE_SPACE
 from sim.system.workload import LINK_BANDWIDTH, GemmSpec, Workload, ring_reference
 from system.engine.config import EngineParams
@@ -38,6 +39,9 @@ __all__ = ["System", "run_system"]
 
 #: The node's ``ctrl`` register: kernel-boundary strobes for the MC arbiter.
 NODE_CTRL = node_registers()["ctrl"]
+
+#: The L2 status register's live bits (state, not errors).
+L2_LIVE = L2_STATUS.mask("flushing", "empty", "init")
 
 
 #: What the timeline samples on every GPU: cumulative counters (the GEMM's requests and
@@ -66,7 +70,7 @@ class RingHost:
         self.masters = self.cfg_masters(dut)
         self.regs = dict(block_registers(params, nparams), **(extra_regs or {}))
         self.driver = Driver(params, nparams, self.gpus)
-        self.layout = allocate(self.driver, wl)
+        self.layout = allocate(self.driver, wl, config)
         self.phases = {}
         est = wl.summary()
         # a phase that runs 20 times longer than the whole job's estimate is stuck
@@ -109,9 +113,15 @@ class RingHost:
                  for k in range(reg[name].words)]
         return reg.from_words(name, words)
 
+    @property
+    def counters(self):
+        """What :meth:`snapshot` reads: :data:`COUNTERS`, and the L2's when the nodes have
+        one."""
+        return COUNTERS + (L2_COUNTERS if "l2" in self.regs else [])
+
     async def snapshot(self):
         async def one(g):
-            return {f"{b}.{n}": await self.read(g, b, n) for b, n in COUNTERS}
+            return {f"{b}.{n}": await self.read(g, b, n) for b, n in self.counters}
         return await self.each_gpu(one)
 
     # --- results --------------------------------------------------------------------------------
@@ -141,8 +151,13 @@ class RingHost:
                          link_busy_beats=sums[link_phase]["dma.link_busy"],
                          tracker_peak_occupancy=max(a["tracker.peak_occupancy"]
                                                     for a in after)),
-            "status": {g: {k: v for k, v in a.items() if k.endswith(("status", "errors"))}
+            "status": {g: {k: v & ~L2_LIVE if k == "l2.status" else v
+                           for k, v in a.items() if k.endswith(("status", "errors"))}
                        for g, a in enumerate(after)},
+            # the L2's counters per phase, summed over the GPUs (nodes with an L2)
+            "l2": {name: {k[3:]: v for k, v in s.items()
+                          if k.startswith("l2.") and k != "l2.status"}
+                   for name, s in sums.items()} if "l2" in self.regs else None,
             # MCA's threshold as the fused phase left it (the AG reprograms the arbiter)
             "arbiter_threshold": [a["arbiter.threshold"] for a in
                                   ph.get("gemm_rs", ph.get("gemm"))["after"]],
@@ -370,7 +385,8 @@ class EngineSystem(RingHost):
 
         async def configure(g):
             kernel, registers, prog = programs[g]
-            values = {"mode": MODE.encode(kernel=kernel, etype=etype, mca=int(mca)),
+            values = {"mode": MODE.encode(kernel=kernel, etype=etype, mca=int(mca),
+                                          flush=int(self.nparams.l2 is not None)),
                       "prog_base": 0, "prog_count": len(prog), "arrivals_target": arrivals,
                       "remote_space": REMOTE_SPACE, "partials": 0, **registers}
             for reg, value in values.items():

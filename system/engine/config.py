@@ -28,8 +28,9 @@ Descriptors wider than a beat (:func:`desc_beats`: the board's 128-bit beats) ta
 ``desc_beats`` program beats each, low bits first; the program memory is that wide, each beat
 written on its own through the bulk port, and a descriptor is read in one cycle.
 
-A run ends (``done``) when the kernel is complete and ``arrivals`` communication writes have
-completed in the node since the start.
+A run ends (``done``) when the kernel is complete, ``arrivals`` communication writes have
+completed in the node since the start, and (with ``mode.flush``) the node's L2 has been
+flushed after the kernel's last response.
 """
 
 import dataclasses
@@ -134,7 +135,10 @@ MODE = Reg("mode", None, "rw", "", fields=(
     Field("kernel", doc="0 GEMM, 1 steps"),
     Field("etype", 2, "element type of the stores and adds (0 fp16, 1 bf16, 2 fp32, 3 int32)"),
     Field("mca", doc="drive the MC arbiter's calibration window (from the start to the end of "
-                     "the first `cus` WGs) and its drain (at the GEMM's end)")))
+                     "the first `cus` WGs) and its drain (at the GEMM's end)"),
+    Field("flush", doc="at the kernel's end (every request answered), flush the node's L2 "
+                       "(write back and invalidate) and wait for it before `done`: the "
+                       "kernel boundary's release")))
 
 #: The ``ctrl`` register: write 1 to a field to act.
 CTRL = Reg("ctrl", None, "wo", "write 1 to act", fields=(

@@ -70,6 +70,11 @@ class CUEngine(wiring.Component):
         cycle after the event): the calibration window opens at the start and closes when the
         first ``cus`` WGs have finished; the drain comes when the GEMM's last WG has
         finished.
+    l2_flush : Out(1)
+        With ``mode.flush``: a strobe, registered, once the kernel is complete (every request
+        answered): the node's L2 writes back and invalidates.
+    l2_flushed : In(1)
+        The node's strobe when that flush has ended; ``done`` waits for it.
     load : In(:func:`load_signature`)
         Bulk access to the local memory (partials, captured results) and the program memory.
     csr : In(csr_signature(...))
@@ -99,6 +104,8 @@ class CUEngine(wiring.Component):
             "calib_start": Out(1),
             "calib_end": Out(1),
             "drain": Out(1),
+            "l2_flush": Out(1),
+            "l2_flushed": In(1),
             "load": In(load_signature(params, eparams)),
             "csr": In(csr_signature(self.regs.addr_bits)),
         })
@@ -129,9 +136,21 @@ class CUEngine(wiring.Component):
         arrivals = cnt["arrivals"]
         ev = {k: Signal(name=f"ev_{k}") for k in ("resp_error", "unexpected", "bad_step")}
         regs.status(m, "status", **ev, busy=busy, done=self.done)
+        # with mode.flush the node's L2 is flushed once the kernel is complete, and the run
+        # ends when it has been (the flush strobe and the flushed wait are registered)
+        flush_sent = Signal()
+        flushed = Signal()
+        with m.If(start):
+            m.d.sync += [flush_sent.eq(0), flushed.eq(0)]
+        with m.Elif(run & kernel_done & mode.flush & ~flush_sent):
+            m.d.sync += flush_sent.eq(1)
+        with m.Elif(self.l2_flushed & flush_sent):
+            m.d.sync += flushed.eq(1)
+        m.d.sync += self.l2_flush.eq(run & kernel_done & mode.flush & ~flush_sent)
         with m.If(start):
             m.d.sync += [busy.eq(1), self.done.eq(0)]
-        with m.Elif(run & kernel_done & (arrivals >= r["arrivals_target"])):
+        with m.Elif(run & kernel_done & (arrivals >= r["arrivals_target"]) &
+                    (~mode.flush | flushed)):
             m.d.sync += [busy.eq(0), self.done.eq(1)]
         count(m, cnt["cycles"], run, start)
         count(m, cnt["arrivals"], run & self.comm_done, start)

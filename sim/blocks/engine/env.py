@@ -28,6 +28,7 @@ class EngineEnv:
         self.ready_p = ready_p
         self.arrivals = sorted(arrivals)
         self.requests = []          # (cycle, request) in the order the engine issued them
+        self.responses = []         # cycles at which a response was taken
         self.remote = []
         self.queue = []             # (due cycle, response)
         self.req = Packer(mem_request_layout(params))
@@ -44,6 +45,7 @@ class EngineEnv:
         ``ready``) and whether the response offered was taken."""
         if resp_taken:
             self.queue.pop(0)
+            self.responses.append(cycle)
         if not (valid and ready):
             return
         req = self.req.unpack(payload)
@@ -61,12 +63,13 @@ class EngineEnv:
 
 
 def simulate_engine(dut, env, registers, load=(), max_cycles=200_000, vcd=None,
-                    read_back=()):
+                    read_back=(), flush_delay=5):
     """Program ``dut`` (``registers``: ``[(name, value)]``; ``load``: ``[(addr, beat)]`` through
     the bulk port), start it, run ``env`` until ``done`` (or ``max_cycles``: AssertionError),
-    then read the engine's registers and ``read_back`` local beats.  Returns
+    then read the engine's registers and ``read_back`` local beats.  An ``l2_flush`` strobe
+    is answered by ``l2_flushed`` ``flush_delay`` cycles later (the node's L2).  Returns
     ``(cycles_run, {register: value}, {beat: value}, strobes)`` where ``strobes`` lists the
-    cycles of ``calib_start``, ``calib_end`` and ``drain``."""
+    cycles of ``calib_start``, ``calib_end``, ``drain``, ``l2_flush`` and ``l2_flushed``."""
     from system.engine.config import STAT_REGISTERS
     out = {}
 
@@ -79,7 +82,8 @@ def simulate_engine(dut, env, registers, load=(), max_cycles=200_000, vcd=None,
             ctx.set(dut.load.w_en, 1)
             await ctx.tick()
         ctx.set(dut.load.w_en, 0)
-        strobes = {"calib_start": [], "calib_end": [], "drain": []}
+        strobes = {"calib_start": [], "calib_end": [], "drain": [], "l2_flush": []}
+        flushed = []
         ctx.set(dut.start, 1)
         for name in strobes:
             if ctx.get(getattr(dut, name)):
@@ -92,6 +96,7 @@ def simulate_engine(dut, env, registers, load=(), max_cycles=200_000, vcd=None,
             ready, response, comm = env.inputs(cycle)
             ctx.set(dut.compute.ready, ready)
             ctx.set(dut.comm_done, comm)
+            ctx.set(dut.l2_flushed, cycle in flushed)
             ctx.set(dut.resp.valid, response is not None)
             if response is not None:
                 ctx.set(dut.resp.payload.as_value(), env.resp.pack(response))
@@ -100,6 +105,8 @@ def simulate_engine(dut, env, registers, load=(), max_cycles=200_000, vcd=None,
             for name in strobes:
                 if ctx.get(getattr(dut, name)):
                     strobes[name].append(cycle)
+            if ctx.get(dut.l2_flush):
+                flushed.append(cycle + flush_delay)
             env.outputs(cycle, valid, ready, payload,
                         response is not None and ctx.get(dut.resp.ready))
             await ctx.tick()
@@ -107,6 +114,8 @@ def simulate_engine(dut, env, registers, load=(), max_cycles=200_000, vcd=None,
         ctx.set(dut.compute.ready, 0)
         ctx.set(dut.resp.valid, 0)
         ctx.set(dut.comm_done, 0)
+        ctx.set(dut.l2_flushed, 0)
+        strobes["l2_flushed"] = [c for c in flushed if c < cycle]
         out["cycles"] = cycle
         out["regs"] = {name: await reg_read(ctx, dut.csr, dut.regs, name)
                        for name in STAT_REGISTERS}
