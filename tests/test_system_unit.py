@@ -18,7 +18,7 @@ from hw.params import T3Params
 from hw.testing import axil_read, axil_write, run_testbench
 from sim.system.driver import Driver
 from sim.system.configure import allocate, configure_fused, map_ring_windows
-from sim.system.workload import GemmSpec, Workload, balanced_k, preset, ring_reference
+from sim.system.workload import PRESETS, GemmSpec, Workload, balanced_k, preset, ring_reference
 
 
 P = T3Params()
@@ -510,3 +510,37 @@ def test_node_params_carry_the_l2_through_a_dict():
     assert "l2" in block_registers(P, with_l2) and "l2" not in block_registers(P, NodeParams())
     with pytest.raises(ValueError, match="l2 must be an L2Params or None, not 4"):
         NodeParams(l2=4)
+
+
+@pytest.mark.parametrize("name", ["Mega-GPT-2-OP-TP8", "T-NLG-FC-2-TP16", None])
+def test_wgs_read_their_own_panels_of_a_and_b(name):
+    """Each WG reads its A panel and its B panel (256 : 128 of its reads, as the macro tile's
+    inputs): WGs in one row of a chunk's grid share the A panel, WGs in one column of a chunk
+    share the B panel, no two chunks share a B panel, and together the panels cover A and B
+    exactly once each."""
+    spec = preset(name) if name else GemmSpec(m=64, n=128, k=96, wfs_per_wg=2)
+    gpus = PRESETS[name]["tp"] if name else 4
+    wl = Workload(spec, gpus, P)
+    rows, cols = wl.grid()
+    a, b = wl.wg_read_split()
+    assert a + b == wl.wg_read_beats() and abs(a - 2 * b) <= 2
+    a_total, b_total = wl.input_beats()
+    for g in range(gpus):
+        a_seen, b_seen = {}, {}
+        for wg in wl.schedule[g]:
+            a_off, b_off = wl.read_offsets(wg)
+            assert 0 <= a_off and a_off + a <= a_total and 0 <= b_off and b_off + b <= b_total
+            assert a_off % a == 0 and b_off % b == 0
+            a_seen.setdefault(a_off, set()).add((wg.chunk, wg.wg_id))
+            b_seen.setdefault(b_off, set()).add(wg.chunk)
+        assert all(len(chunks) == 1 for chunks in b_seen.values()), "a B panel in two chunks"
+        assert sorted(b_seen) == [i * b for i in range(gpus * cols)], "B covered once"
+        assert sorted(a_seen) == [i * a for i in range(rows)], "A covered once"
+    # in dispatch order the WGs of a chunk go down a grid column first: the first `rows` WGs
+    # of a chunk read `rows` different A panels and one B panel
+    first = [w for w in wl.schedule[0] if w.step == 1][:rows]
+    assert len({wl.read_offsets(w)[0] for w in first}) == rows
+    assert len({wl.read_offsets(w)[1] for w in first}) == 1
+    if name:
+        tokens, hidden, _ = PRESETS[name]["paper_mnk"]
+        assert cols == round(hidden / PRESETS[name]["tp"] / 128)

@@ -3,7 +3,7 @@ every GPU, T3's fused set-up (paper section 4.4, Figure 12) and the remote windo
 baseline's reduce-scatter and of the all-gather."""
 
 
-__all__ = ["CONFIGS", "ISOLATED_RS", "INPUT_WINDOW_BYTES", "allocate", "configure_fused",
+__all__ = ["CONFIGS", "ISOLATED_RS", "allocate", "configure_fused",
            "map_ring_windows"]
 
 
@@ -14,11 +14,6 @@ CONFIGS = ("sequential", "t3", "t3-mca")
 #: input reads and no compute time (its output stores only): the reduce-scatter with NMC in
 #: isolation, for Ideal-RS+NMC.
 ISOLATED_RS = "rs-nmc"
-
-
-#: The input matrices' reads cycle over a window of at most this many bytes each: their values
-#: are irrelevant to the hardware (the partials are computed in numpy), only their traffic is.
-INPUT_WINDOW_BYTES = 16 * 1024
 
 
 def allocate(driver, wl, config="t3"):
@@ -37,15 +32,16 @@ def allocate(driver, wl, config="t3"):
     s, gpus = wl.spec, wl.gpus
     e = s.elem_bytes
     beat = wl.params.beat_bytes
-    rows_a = max(1, min(s.k, INPUT_WINDOW_BYTES // (s.m * e)))
-    cols_b = max(beat // e, min(s.n, INPUT_WINDOW_BYTES // (s.k * e)))
-    if s.k * cols_b * e % beat:             # an odd K: whole beats of columns
-        cols_b = max(beat // e, cols_b - cols_b % (beat // e))
+    # the inputs as the WGs read them: their panels, one beat-wide column per beat
+    # (Workload.input_beats); their values are irrelevant (the partials come from numpy)
+    a_beats, b_beats = wl.input_beats()
     layout = None
     for g in range(gpus):
         bufs = {"C": driver.malloc("C", g, s.m, s.n, s.dtype, uncached=not c_cached),
-                "A": driver.malloc("A", g, s.m, rows_a, s.dtype, uncached=not cached),
-                "B": driver.malloc("B", g, s.k, cols_b, s.dtype, uncached=not cached),
+                "A": driver.malloc("A", g, beat // e, max(1, a_beats), s.dtype,
+                                   uncached=not cached),
+                "B": driver.malloc("B", g, beat // e, max(1, b_beats), s.dtype,
+                                   uncached=not cached),
                 "R": driver.malloc("R", g, s.m, wl.chunk_cols * (gpus - 1), s.dtype)}
         layout = layout or bufs
     layout = dict(layout)

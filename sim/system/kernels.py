@@ -82,15 +82,15 @@ class GemmKernel(Kernel):
         spec = workload.spec
         self.etype = ETYPES[spec.dtype]
         self.full = (1 << workload.params.beat_bytes) - 1
-        self._read_cursor = 0
+        self.a_read = workload.wg_read_split()[0]
 
-    def _read_address(self):
+    def _read_address(self, wg, k):
+        """Read ``k`` of ``wg``: its ``A`` panel's beats, then its ``B`` panel's."""
         a, b = self.layout["A"], self.layout["B"]
         beat = self.wl.params.beat_bytes
-        span = (a.size + b.size) // beat
-        k = self._read_cursor % span
-        self._read_cursor += 1
-        return a.base + k * beat if k < a.size // beat else b.base + (k - a.size // beat) * beat
+        a_off, b_off = self.wl.read_offsets(wg)
+        return a.base + (a_off + k) * beat if k < self.a_read else \
+            b.base + (b_off + k - self.a_read) * beat
 
     def _start(self, wg):
         state = {"wg": wg, "reads": 0, "stores": 0, "compute_until": None, "n_stores": 0}
@@ -101,8 +101,8 @@ class GemmKernel(Kernel):
             state["reads"] += 1
             if state["reads"] == self.read_beats:
                 state["compute_until"] = self.now + self.compute_cycles
-        for _ in range(self.read_beats):
-            self.port.send({"addr": self._read_address(), "op": Op.READ.value,
+        for k in range(self.read_beats):
+            self.port.send({"addr": self._read_address(wg, k), "op": Op.READ.value,
                             "mask": self.full, "etype": self.etype.value,
                             "wg_id": wg.wg_id}, read_done)
         self.active.append(state)

@@ -48,9 +48,10 @@ CXX_OPT_PYTHON = "-O0"
 MEMORY_ROWS = 8
 
 
-#: HBM rows per bank of the nodes of the rings the Table 2 presets run on (512 KiB per GPU: the
-#: output, receive slots and input windows of the largest Figure 16 case at scale 1 fit).
-PAPER_MEMORY_ROWS = 32
+#: HBM rows per bank of the nodes of the rings the Table 2 presets run on (1 MiB per GPU: the
+#: output, receive slots and input panels of the largest Figure 16 case at scale 1 fit; at
+#: 512 KiB the FC cases at TP 8 did not).
+PAPER_MEMORY_ROWS = 64
 
 #: The GPU-side engines of those rings: the engine's memory holds the GPU's partial output
 #: and its read-back (2 x 5,120 beats for Mega-GPT-2 at TP 16).

@@ -9,11 +9,15 @@ tile_cols`` output tile; ``wfs_per_wg`` WFs of one chunk form a workgroup (WG).
 
 CU throughput model
 -------------------
-``cus`` compute units run one WG each.  A WG first reads its inputs (DRAM beats: the WG's flops
-times the DRAM bytes per flop of the paper's 256 x 128 macro tiles, (256 + 128) x elem_bytes /
-(2 x 256 x 128), i.e. what a real tiled GEMM reads after its L2/LDS reuse), spread over ``A`` and
-``B``; then it computes for ``flops / (flops_per_cycle / cus)`` cycles; then it stores its tiles
-(every beat of every tile).  The stores are op-and-stores with T3's ``update`` flag, or plain
+``cus`` compute units run one WG each.  A WG first reads its inputs: the WG's flops times the
+input bytes per flop of the paper's 256 x 128 macro tiles, (256 + 128) x elem_bytes / (2 x 256
+x 128) (what a tiled GEMM's workgroup reads, each input once, after its LDS reuse), as its
+``A`` panel (its output rows over all of ``K``: 256 / 384 of the beats) then its ``B`` panel
+(its output columns: 128 / 384).  The WGs of a chunk lie on a grid (:meth:`Workload.grid`):
+those of one grid row read the same ``A`` panel, those of one grid column the same ``B``
+panel, so an L2 (``NodeParams.l2``) serves the repeats, as the paper's 16 MB L2 does; without
+one every read reaches DRAM.  Then it computes for ``flops / (flops_per_cycle / cus)``
+cycles; then it stores its tiles (every beat of every tile).  The stores are op-and-stores with T3's ``update`` flag, or plain
 stores for the Sequential baseline.
 
 Scaling (presets)
@@ -76,10 +80,15 @@ class GemmSpec:
     cus: int = 4
     flops_per_cycle: float = None     # per GPU; default: the paper's, scaled
     name: str = "custom"
+    #: columns of WGs in a chunk's grid of WGs (:meth:`Workload.grid`); default: the chunk's
+    #: tile columns (its own geometry)
+    grid_cols: int = None
 
     def __post_init__(self):
         for field in ("m", "n", "k", "tile_rows", "tile_cols", "wfs_per_wg", "cus"):
             check_int(field, getattr(self, field), 1)
+        if self.grid_cols is not None:
+            check_int("grid_cols", self.grid_cols, 1)
         # each GPU's A (m x k) and B (k x n) are made in numpy: keep them to 2**26 elements
         check_int("k", self.k, 1, MAX_OPERAND_ELEMS // (self.m + self.n),
                   note="a GPU's A and B, (m + n) x k elements, at most 2**26")
@@ -183,7 +192,10 @@ def preset(name, gpus=None, scale=1.0, dtype="fp16"):
       macro tiles, ``1/TP`` of them per step, on 80 CUs; the scaled GPU has
       :func:`scaled_cus` CUs and as many WGs per step as keep that number of waves (at
       least one WG), each WG a 32 x 16 output;
-    * the DRAM bytes per flop of the 256 x 128 macro tile (:meth:`Workload.wg_read_beats`).
+    * the input bytes per flop of the 256 x 128 macro tile (:meth:`Workload.wg_read_beats`);
+    * the columns of macro tiles in a ring step's chunk, ``H / TP / 128`` rounded
+      (``grid_cols``): which WGs share an ``A`` panel and which a ``B`` panel
+      (:meth:`Workload.grid`), and so what an L2 can reuse.
 
     ``gpus`` defaults to the sub-layer's TP degree.  On another ring, ``K`` is multiplied by
     ``(TP/(TP-1)) / (G/(G-1))`` (rounded to 16) to keep the ratio, and the WGs per step stay
@@ -200,9 +212,11 @@ def preset(name, gpus=None, scale=1.0, dtype="fp16"):
         k = max(16, int(round(k / 16)) * 16)
     wgs_per_step = max(1, round(case["waves_per_step"] * cus))
     tile = 16
+    tokens, hidden, _ = case["paper_mnk"]
+    grid_cols = max(1, round(hidden / tp / PAPER["macro_tile"][1]))
     return GemmSpec(m=tile * SCALED_WFS_PER_WG, n=tile * wgs_per_step * gpus, k=k,
                     dtype=dtype, tile_rows=tile, tile_cols=tile,
-                    wfs_per_wg=SCALED_WFS_PER_WG, cus=cus, name=name)
+                    wfs_per_wg=SCALED_WFS_PER_WG, cus=cus, name=name, grid_cols=grid_cols)
 
 
 def link_latency_for(spec, latency_ns=None):
@@ -315,6 +329,42 @@ class Workload:
         tm, tn = PAPER["macro_tile"]
         bytes_per_flop = (tm + tn) * s.elem_bytes / (2 * tm * tn)
         return max(1, math.ceil(self.wg_flops() * bytes_per_flop / self.params.beat_bytes))
+
+    def wg_read_split(self):
+        """``(a, b)``: of a WG's :meth:`wg_read_beats`, the beats of its ``A`` panel and of
+        its ``B`` panel, in the macro tile's proportion ``256 : 128`` (a WG reads its output
+        rows of ``A`` and its output columns of ``B``, each over all of ``K``)."""
+        total = self.wg_read_beats()
+        tm, tn = PAPER["macro_tile"]
+        a = min(total, max(1, round(total * tm / (tm + tn)))) if total > 1 else total
+        return a, total - a
+
+    def grid(self):
+        """``(rows, cols)`` of each chunk's grid of WGs: the chunk's WGs in dispatch order
+        fill it column by column (rows fastest: Tensile's workgroup ``x`` runs over ``M``),
+        WG ``k`` at row ``k mod rows`` and column ``k div rows``.  WGs of one row share their
+        ``A`` panel, WGs of one column (of one chunk) their ``B`` panel.  ``cols`` is
+        ``spec.grid_cols`` (at most the chunk's WGs), ``rows`` as many as the WGs need."""
+        per_chunk = len(self.schedule[0]) // self.gpus
+        cols = self.spec.grid_cols or max(1, self.chunk_cols // self.spec.tile_cols)
+        cols = min(cols, per_chunk)
+        return -(-per_chunk // cols), cols
+
+    def input_beats(self):
+        """``(a, b)``: beats of the ``A`` and ``B`` buffers the WGs read: ``rows`` panels of
+        ``A`` (shared by every chunk) and ``G x cols`` panels of ``B``."""
+        rows, cols = self.grid()
+        a, b = self.wg_read_split()
+        return rows * a, self.gpus * cols * b
+
+    def read_offsets(self, wg):
+        """``(a, b)``: the first beat of ``wg``'s ``A`` panel in ``A`` and of its ``B`` panel
+        in ``B``."""
+        rows, cols = self.grid()
+        a, b = self.wg_read_split()
+        per_chunk = len(self.schedule[0]) // self.gpus
+        k = wg.wg_id - wg.chunk * per_chunk
+        return (k % rows) * a, (wg.chunk * cols + k // rows) * b
 
     def wg_compute_cycles(self):
         s = self.spec

@@ -7,8 +7,9 @@ the run, so that no software runs per cycle.  Two kinds of kernel:
 
 GEMM (``mode.kernel = GEMM``)
     The CU throughput model of :mod:`sim.system.workload`: workgroups (WGs) run ``cus`` at a
-    time in program order; a WG issues ``read_beats`` input ``READ``\\ s (cycling over the
-    ``A`` then ``B`` windows with one cursor per GPU), waits for their responses, computes for
+    time in program order; a WG issues ``read_beats`` input ``READ``\\ s (``a_read`` beats of
+    ``A`` from its descriptor's ``a_off``, then the rest of ``B`` from its ``b_off``: its
+    panels), waits for their responses, computes for
     ``compute_cycles``, then stores its ``wfs`` output tiles (every beat, column by column) with
     the WG's flags; the store data are the partial tiles, read from the local memory, where the
     partial output was loaded with the layout of ``C`` (column-major, beat ``o`` of ``C`` at
@@ -42,7 +43,7 @@ from hw.csr import Field, Reg, RegisterFile
 from hw.params import T3Params, check_int
 
 
-__all__ = ["EngineParams", "Kernel", "wg_layout", "step_layout", "desc_beats",
+__all__ = ["EngineParams", "Kernel", "wg_layout", "OFFSET_BITS", "step_layout", "desc_beats",
            "engine_registers", "MODE",
            "STATUS", "CTRL", "STAT_REGISTERS", "Z_STORE", "Z_CAPTURE"]
 
@@ -96,15 +97,20 @@ class EngineParams:
 MAX_WFS = 8
 
 
+#: Bits of a WG descriptor's beat offsets (its tiles in ``C``, its panels in ``A`` and ``B``).
+OFFSET_BITS = 20
+
+
 def wg_layout(params: T3Params):
     """One GEMM workgroup, one local-memory beat: ``wg_id``; ``remote`` (its stores go to the
     address plus ``remote_space``: through the node's remote window), ``update`` (``UPDATE``
-    instead of ``STORE``), ``tracked``; ``tiles``: the ``C`` beat offset of each WF tile's
-    first beat."""
+    instead of ``STORE``), ``tracked``; ``a_off``, ``b_off``: the beat of ``A`` and of ``B``
+    its reads start at; ``tiles``: the ``C`` beat offset of each WF tile's first beat."""
     return data.StructLayout({
         "wg_id": params.wg_id_bits,
         "remote": 1, "update": 1, "tracked": 1,
-        "tiles": data.ArrayLayout(24, MAX_WFS),
+        "a_off": OFFSET_BITS, "b_off": OFFSET_BITS,
+        "tiles": data.ArrayLayout(OFFSET_BITS, MAX_WFS),
     })
 
 
@@ -172,10 +178,11 @@ def engine_registers(params: T3Params, eparams: EngineParams):
         Reg("read_beats", 16, "rw", "GEMM: input reads per WG"),
         Reg("compute_cycles", 24, "rw", "GEMM: cycles from a WG's last input response to its "
                                         "first store"),
-        Reg("a_base", a, "rw", "GEMM: first byte of the A read window"),
-        Reg("a_beats", 16, "rw", "GEMM: beats of the A read window"),
-        Reg("b_base", a, "rw", "GEMM: first byte of the B read window"),
-        Reg("b_beats", 16, "rw", "GEMM: beats of the B read window"),
+        Reg("a_read", 16, "rw", "GEMM: of a WG's `read_beats`, those of its A panel (read "
+                                "first, from beat `a_off` of A); the rest read B from beat "
+                                "`b_off`"),
+        Reg("a_base", a, "rw", "GEMM: byte address of A"),
+        Reg("b_base", a, "rw", "GEMM: byte address of B"),
         Reg("c_base", a, "rw", "GEMM: byte address of C"),
         Reg("remote_space", a, "rw", "stores at or above this byte address go to the node's "
                                      "remote window and get no response; a remote WG's store "

@@ -18,7 +18,8 @@ import numpy as np
 
 from hw.interfaces import ElemType, Op, Packer
 from nmc.model import alu_reference
-from .config import MAX_WFS, Z_CAPTURE, Z_STORE, desc_beats, step_layout, wg_layout
+from .config import MAX_WFS, OFFSET_BITS, Z_CAPTURE, Z_STORE, desc_beats, step_layout, \
+    wg_layout
 
 
 __all__ = ["WGDesc", "Step", "GemmProgram", "gemm_program", "rs_steps", "ag_steps",
@@ -28,12 +29,15 @@ __all__ = ["WGDesc", "Step", "GemmProgram", "gemm_program", "rs_steps", "ag_step
 
 @dataclasses.dataclass(frozen=True)
 class WGDesc:
-    """One workgroup: ``wg_id``, flags and the ``C`` beat offsets of its WF tiles."""
+    """One workgroup: ``wg_id``, flags, the ``C`` beat offsets of its WF tiles and the first
+    beats of its ``A`` and ``B`` panels."""
     wg_id: int
     tiles: tuple
     remote: bool = False
     update: bool = False
     tracked: bool = False
+    a_off: int = 0
+    b_off: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,9 +62,14 @@ def pack_wg(params, desc: WGDesc):
     layout = wg_layout(params)
     if not 1 <= len(desc.tiles) <= MAX_WFS:
         raise ValueError(f"a WG has 1 to {MAX_WFS} tiles, not {len(desc.tiles)}")
-    tiles = sum(t << (24 * i) for i, t in enumerate(desc.tiles))
+    for name, value in [("a_off", desc.a_off), ("b_off", desc.b_off)] + \
+            [(f"tile {i}", t) for i, t in enumerate(desc.tiles)]:
+        if not 0 <= value < 1 << OFFSET_BITS:
+            raise ValueError(f"WG {desc.wg_id}: {name} offset {value} does not fit the "
+                             f"descriptor's {OFFSET_BITS} bits (beats)")
+    tiles = sum(t << (OFFSET_BITS * i) for i, t in enumerate(desc.tiles))
     fields = {"wg_id": desc.wg_id, "remote": int(desc.remote), "update": int(desc.update),
-              "tracked": int(desc.tracked)}
+              "tracked": int(desc.tracked), "a_off": desc.a_off, "b_off": desc.b_off}
     word = Packer(data_fields(layout, "tiles")).pack(fields)
     return word | tiles << layout["tiles"].offset
 
@@ -103,12 +112,14 @@ def gemm_program(wl, g, layout, mode, remote_space, free=False):
         else:
             remote = tracked = update = False
         tiles = tuple((c0 * s.m + r0) * e // beat for r0, c0 in wg.tiles)
-        wgs.append(WGDesc(wg.wg_id, tiles, remote, update, tracked))
+        a_off, b_off = wl.read_offsets(wg)
+        wgs.append(WGDesc(wg.wg_id, tiles, remote, update, tracked, a_off, b_off))
     a, b = layout["A"], layout["B"]
     registers = {
         "cus": s.cus, "read_beats": 0 if free else wl.wg_read_beats(),
+        "a_read": wl.wg_read_split()[0],
         "compute_cycles": 0 if free else wl.wg_compute_cycles(),
-        "a_base": a.base, "a_beats": a.size // beat, "b_base": b.base, "b_beats": b.size // beat,
+        "a_base": a.base, "b_base": b.base,
         "c_base": layout["C"].base, "remote_space": remote_space, "wfs": s.wfs_per_wg,
         "seg_beats": s.tile_rows * e // beat, "tile_cols": s.tile_cols,
         "col_beats": s.m * e // beat,
@@ -189,22 +200,19 @@ def _request(**fields):
 
 
 def gemm_requests(params, program: GemmProgram, partials, etype):
-    """``{wg_id: [request, ...]}``: each WG's reads (the cursor over ``A`` then ``B`` is
-    shared by the GPU's WGs in launch order) and then its stores (every beat of every tile,
-    column by column; data = ``partials[offset]``, the partial output's beats)."""
+    """``{wg_id: [request, ...]}``: each WG's reads (``a_read`` beats of its ``A`` panel from
+    ``a_off``, then the rest of its ``B`` panel from ``b_off``) and then its stores (every beat
+    of every tile, column by column; data = ``partials[offset]``, the partial output's
+    beats)."""
     reg = program.registers
     beat_bytes = params.beat_bytes
     full = (1 << beat_bytes) - 1
-    span = reg["a_beats"] + reg["b_beats"]
-    cursor = 0
     out = {}
     for desc in program.wgs:
         reqs = []
-        for _ in range(reg["read_beats"]):
-            k = cursor
-            cursor = (cursor + 1) % span
-            addr = reg["a_base"] + k * beat_bytes if k < reg["a_beats"] else \
-                reg["b_base"] + (k - reg["a_beats"]) * beat_bytes
+        for k in range(reg["read_beats"]):
+            addr = reg["a_base"] + (desc.a_off + k) * beat_bytes if k < reg["a_read"] else \
+                reg["b_base"] + (desc.b_off + k - reg["a_read"]) * beat_bytes
             reqs.append(_request(addr=addr, op=Op.READ.value, mask=full, wg_id=desc.wg_id,
                                  etype=etype))
         op = Op.UPDATE if desc.update else Op.STORE

@@ -124,7 +124,7 @@ class CUEngine(wiring.Component):
         mode = regs.rw("mode")
         r = {name: regs.rw(name) for name in (
             "arrivals_target", "prog_base", "prog_count", "cus", "read_beats", "compute_cycles",
-            "a_base", "a_beats", "b_base", "b_beats", "c_base", "remote_space", "partials",
+            "a_read", "a_base", "b_base", "c_base", "remote_space", "partials",
             "wfs", "seg_beats", "tile_cols", "col_beats")}
         start = Signal()
         m.d.comb += start.eq(self.start | regs.command("ctrl", "start"))
@@ -346,7 +346,7 @@ class CUEngine(wiring.Component):
         b_col = Signal(8)
         b_k = Signal(8)
         b_seg = Signal(24)                      # C beat offset of the current column segment
-        cursor = Signal(16)
+        b_read = Signal(16)                     # reads of the burst issued so far
         desc = Signal(wgl)
         m.d.comb += desc.eq(Array(s_desc)[b_slot])
         head_order = data.View(order_layout, order.r_data)
@@ -357,11 +357,13 @@ class CUEngine(wiring.Component):
         with m.If(is_gemm & burst_on):
             m.d.comb += [nxt_valid.eq(1), nxt.wg_id.eq(desc.wg_id), nxt_pend.slot.eq(b_slot)]
             with m.If(~b_store):
-                in_a = cursor < r["a_beats"]
+                # the WG's A panel, then its B panel
+                in_a = b_read < r["a_read"]
                 m.d.comb += [
                     nxt.op.eq(Op.READ),
-                    nxt.addr.eq(Mux(in_a, r["a_base"] + (cursor << boff),
-                                    r["b_base"] + ((cursor - r["a_beats"]) << boff))),
+                    nxt.addr.eq(Mux(in_a, r["a_base"] + ((desc.a_off + b_read) << boff),
+                                    r["b_base"] + ((desc.b_off + b_read - r["a_read"])
+                                                   << boff))),
                     nxt_pend.kind.eq(_GEMM_READ), nxt_awaits.eq(1),
                 ]
             with m.Else():
@@ -378,8 +380,7 @@ class CUEngine(wiring.Component):
             with m.If(load_out):
                 m.d.sync += b_left.eq(b_left - 1)
                 with m.If(~b_store):
-                    m.d.sync += cursor.eq(Mux(cursor + 1 >= r["a_beats"] + r["b_beats"], 0,
-                                              cursor + 1))
+                    m.d.sync += b_read.eq(b_read + 1)
                 with m.Elif(b_k + 1 < r["seg_beats"]):
                     m.d.sync += b_k.eq(b_k + 1)
                 with m.Elif(b_col + 1 < r["tile_cols"]):
@@ -395,10 +396,11 @@ class CUEngine(wiring.Component):
             m.d.comb += order.r_en.eq(1)
             m.d.sync += [burst_on.eq(1), b_slot.eq(head_order.slot),
                          b_store.eq(head_order.store), b_wf.eq(0), b_col.eq(0), b_k.eq(0),
+                         b_read.eq(0),
                          b_seg.eq(head_desc.tiles[0]),
                          b_left.eq(Mux(head_order.store, n_stores, r["read_beats"]))]
         with m.If(start):
-            m.d.sync += [burst_on.eq(0), cursor.eq(0)]
+            m.d.sync += burst_on.eq(0)
 
         # =========================================================================================
         # STEPS: vector operations, one after the other
