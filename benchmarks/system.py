@@ -82,7 +82,7 @@ def main(sims=None, synth=True, presets=DEFAULT_PRESETS, gpus=4, sizes=(4, 8, 16
         spec = preset(name, gpus)           # the TP-8 sub-layer's K kept on 4 GPUs
         # the paper rings' memory, engines and link latency: the system's default memory
         # does not hold the presets' buffers (the driver refuses them)
-        results = run_all(spec, gpus, **preset_setup(spec))
+        results = run_all(spec, gpus, **preset_setup(spec, gpus))
         s = speedups(results)
         ideal = s["Ideal-GEMM-RS-Overlap"][1]
         for config, (cycles, speedup) in s.items():

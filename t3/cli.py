@@ -430,7 +430,7 @@ def _workload(args):
     if args.gpus is None:
         args.gpus = PRESETS[args.preset]["tp"] if args.preset else 4
     spec = workload_spec(args.gpus, args.preset, args.m, args.n, args.k, args.dtype)
-    ring = preset_setup(spec) if args.preset else {}
+    ring = preset_setup(spec, args.gpus) if args.preset else {}
     if getattr(args, "memory_rows", None):
         ring["memory_rows"] = args.memory_rows
     return spec, ring

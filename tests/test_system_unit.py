@@ -544,3 +544,93 @@ def test_wgs_read_their_own_panels_of_a_and_b(name):
     if name:
         tokens, hidden, _ = PRESETS[name]["paper_mnk"]
         assert cols == round(hidden / PRESETS[name]["tp"] / 128)
+
+
+def _node_latencies(hit_latency):
+    """Cycles from a request's handshake on a node's compute port to its response: a store
+    and a read with no L2 window (both pass the L2), then the same read inside a window
+    (a miss), again (a hit), and a read of another line (a miss); with their data."""
+    from hw.interfaces import Op, Packer, mem_request_layout, mem_response_layout
+    from hw.testing import axil_write
+    from l2.config import L2Params
+    from sim.system.run import node_params
+    from system.node import GPUNode, register_address
+    nparams = node_params(l2=L2Params(sets=16, ways=4))
+    dut = GPUNode(P, nparams)
+    regs = block_registers(P, nparams)["l2"]
+    req, resp = Packer(mem_request_layout(P)), Packer(mem_response_layout(P))
+    out = {}
+
+    async def write(ctx, name, value):
+        for word, data in regs.word_writes(name, value):
+            await axil_write(ctx, dut.cfg, register_address("l2", word), data)
+
+    async def access(ctx, name, addr, op=Op.READ, data=0):
+        ctx.set(dut.compute.payload.as_value(), req.pack(dict(
+            addr=addr, data=data, mask=(1 << P.beat_bytes) - 1, op=op.value)))
+        ctx.set(dut.compute.valid, 1)
+        ctx.set(dut.resp.ready, 1)
+        await ctx.tick().until(dut.compute.ready)
+        ctx.set(dut.compute.valid, 0)
+        n = 1
+        while not ctx.get(dut.resp.valid):
+            await ctx.tick()
+            n += 1
+        out[name] = (n, resp.unpack(ctx.get(dut.resp.payload.as_value()))["data"])
+        await ctx.tick()
+
+    async def bench(ctx):
+        await ctx.tick().repeat(20)                 # the L2 invalidates its 16 sets
+        await access(ctx, "store", 64, Op.STORE, 0x1234)
+        await access(ctx, "bypass", 64)
+        await write(ctx, "win0_base", 0)
+        await write(ctx, "win0_size", 4096)
+        await write(ctx, "hit_latency", hit_latency)
+        await access(ctx, "miss", 64)
+        await access(ctx, "hit", 64)
+        await access(ctx, "other", 64 + 40 * P.beat_bytes)
+
+    run_testbench(dut, bench)
+    return out
+
+
+def test_the_system_l2_hits_at_its_fraction_of_a_miss():
+    """In a node, a repeated read inside a window is answered from the L2 after its
+    ``hit_latency`` (plus the compute port's slice: changing the register by 16 moves it by
+    16), with the stored data; a miss takes as long as a read that bypasses the L2; and the
+    system's ``L2_HIT_LATENCY`` puts an unloaded hit at ``L2_HIT_FRACTION`` of an unloaded
+    miss, to the cycle."""
+    from sim.system.run import L2_HIT_FRACTION, L2_HIT_LATENCY
+    fast, slow = _node_latencies(4), _node_latencies(20)
+    for out in (fast, slow):
+        assert out["bypass"][1] == out["miss"][1] == out["hit"][1] == 0x1234
+        assert out["other"][1] == 0
+        assert out["miss"][0] == out["other"][0] == out["bypass"][0]
+    assert slow["hit"][0] - fast["hit"][0] == 16
+    port = fast["hit"][0] - 4                      # the cycles the node adds to a hit
+    miss = fast["miss"][0]
+    assert L2_HIT_LATENCY + port == round(L2_HIT_FRACTION * miss), (miss, port)
+
+
+def test_the_paper_l2_keeps_each_cases_ratio_of_working_set_to_l2():
+    """Each Figure 16 case's L2 (whole ways of 128 sets) holds the scaled working set of a
+    ring step (A and one chunk's B panels) in the ratio the paper's 16 MB holds the real one
+    (Table 2's M K + K H / TP elements), within the rounding to whole ways; the OP GEMMs fit,
+    the FC GEMMs at TP 8 do not."""
+    from sim.system.paper import FIGURE16_CASES
+    from sim.system.run import PAPER_L2, PAPER_L2_BYTES, paper_l2_config
+    for name in FIGURE16_CASES:
+        spec = preset(name)
+        tp = PRESETS[name]["tp"]
+        tokens, hidden, k = PRESETS[name]["paper_mnk"]
+        paper = (tokens * k + k * hidden / tp) * 2 / PAPER_L2_BYTES
+        cfg = paper_l2_config(spec, tp)
+        a, b = Workload(spec, tp, P).input_beats()
+        model = (a + b / tp) / (cfg.sets_used * cfg.ways_used)
+        assert cfg.sets_used == PAPER_L2.sets and 1 <= cfg.ways_used <= PAPER_L2.ways
+        # rounding to whole ways: at most half a way off
+        assert abs(model / paper - 1) <= 0.5 / cfg.ways_used + 1e-9, (name, model, paper)
+        if "OP" in name:
+            assert model < 1 and paper < 1, name
+        if "FC" in name and tp == 8:
+            assert model > 1 and paper > 1, name

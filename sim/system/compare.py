@@ -22,12 +22,14 @@ CATEGORIES = ("gemm_reads", "gemm_writes", "rs_reads", "rs_writes", "ag_reads", 
 def run_all(spec, gpus, *, sim=None, seed=1, progress=None, **ring):
     """``{config: result}`` for every configuration and the isolated RS with NMC.  ``ring``:
     :func:`sim.system.run.run_config`'s ring settings (``memory_rows``, ``latency``,
-    ``engines``), e.g. :func:`sim.system.run.preset_setup`'s."""
+    ``engines``, ``l2``, ``l2_config``), e.g. :func:`sim.system.run.preset_setup`'s."""
     from sim.system.run import ENGINE_PARAMS, check_config, memory_rows_for, system_params
-    params, nparams = system_params(ring.get("memory_rows") or memory_rows_for(gpus))
+    params, nparams = system_params(ring.get("memory_rows") or memory_rows_for(gpus),
+                                    l2=ring.get("l2"))
     engines = ring.get("engines", ENGINE_PARAMS)
     for config in CONFIGS + (ISOLATED_RS,):     # refuse a bad workload before the first run
-        check_config(spec, gpus, config, params, nparams, engines or None)
+        check_config(spec, gpus, config, params, nparams, engines or None,
+                     ring.get("l2_config"))
     results = {}
     for config in CONFIGS + (ISOLATED_RS,):
         if progress:

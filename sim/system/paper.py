@@ -91,8 +91,8 @@ def check_cases(cases, scale, configs=RUNS):
     """Refuse a case the rings cannot run, before any job (the ring size, the programming of
     every run in ``configs``)."""
     from system.ring import MAX_GPUS
-    from sim.system.run import check_config, system_params
-    params, nparams = system_params(PAPER_MEMORY_ROWS)
+    from sim.system.run import PAPER_L2, check_config, paper_l2_config, system_params
+    params, nparams = system_params(PAPER_MEMORY_ROWS, l2=PAPER_L2)
     scaled_cus(scale)
     for name in cases:
         spec, gpus, _ = case_setup(name, scale)
@@ -101,7 +101,8 @@ def check_cases(cases, scale, configs=RUNS):
                              f"has at most {MAX_GPUS}")
         for config in configs:
             try:
-                check_config(spec, gpus, config, params, nparams, PAPER_ENGINE)
+                check_config(spec, gpus, config, params, nparams, PAPER_ENGINE,
+                             paper_l2_config(spec, gpus))
             except ValueError as error:
                 raise ValueError(f"case {name} ({config}): {error}") from None
 

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 from hw.params import T3Params, check_int
+from l2.config import L2Config, L2Params
 from nmc.config import NMCParams
 from system.engine.config import EngineParams
 from system.node import NodeParams
@@ -19,7 +20,8 @@ from sim.system.workload import LINK_BANDWIDTH, SCALE, Workload
 __all__ = ["system_params", "node_params", "run_config", "check_config", "describe_scale",
            "ring_build", "idle_rate", "ENGINE_PARAMS", "CXX_OPT", "CXX_OPT_PYTHON",
            "LINK_LATENCY", "FORMATS", "MEMORY_ROWS", "memory_rows_for", "PAPER_MEMORY_ROWS",
-           "PAPER_ENGINE", "preset_setup"]
+           "PAPER_ENGINE", "preset_setup", "PAPER_L2", "PAPER_L2_BYTES", "L2_HIT_FRACTION",
+           "L2_HIT_LATENCY", "L2_BANK_CYCLES", "paper_l2_config"]
 
 
 #: Link latency of the scaled system, cycles (the paper's 500 ns at 1 GHz is 500 cycles; the
@@ -58,13 +60,64 @@ PAPER_MEMORY_ROWS = 64
 PAPER_ENGINE = dataclasses.replace(ENGINE_PARAMS, local_beats=16384)
 
 
-def preset_setup(spec):
-    """``run_config``'s ring settings for a Table 2 preset's ``spec``: the paper rings'
-    memory and engines and the scaled link latency (:func:`sim.system.workload.
-    link_latency_for`)."""
-    from sim.system.workload import link_latency_for
+#: The L2 of the paper rings' nodes: 128 sets of 16 ways (64 KiB), of which each case uses
+#: the ways that keep the paper's ratio of working set to L2 (:func:`paper_l2_config`).
+PAPER_L2 = L2Params(sets=128, ways=16, banks=4, mshrs=16, depth=64)
+
+#: The paper's L2 is 16 MB (Table 1).
+PAPER_L2_BYTES = 16 << 20
+
+#: An unloaded L2 hit against an unloaded DRAM read, as a GPU's: Accel-Sim's QV100
+#: configuration puts an L2 hit at its 160-cycle ROP latency and a miss 100 DRAM cycles later
+#: (0.62); microbenchmarks of V100 measure 193 against 375 cycles (0.51).  Between the two.
+L2_HIT_FRACTION = 0.55
+
+#: The L2's ``hit_latency`` register in the system's nodes: an unloaded hit is answered at
+#: the node's compute port ``L2_HIT_LATENCY + 1`` cycles after its handshake (the port's
+#: register slice), 14, and an unloaded miss 25 (a closed row's activate and read in the
+#: HBM, the node's slices and the L2's lookup and fill): 0.56 of it.  Measured, and the
+#: relation checked, by ``tests/test_system_unit.py``.
+L2_HIT_LATENCY = 13
+
+#: Cycles a bank of the system's L2 is busy per cached access: 1.  Its four banks take up to
+#: four accesses a cycle; the compute port brings one, so banks never limit the CUs (the
+#: paper's 64-bank L2 serves several times HBM's bandwidth).
+L2_BANK_CYCLES = 1
+
+
+def paper_l2_config(spec, gpus, params=None):
+    """The :class:`l2.config.L2Config` of a Table 2 preset's run (``spec.name``): the ways of
+    :data:`PAPER_L2` that keep the paper's ratio of the GEMM's working set in one ring step
+    (all of ``A``, and ``B``'s columns of one chunk: ``M K + K H / TP`` elements of Table 2)
+    to its 16 MB L2, the same working set of the scaled workload (``A``'s and a chunk's
+    ``B`` panels, :meth:`sim.system.workload.Workload.input_beats`) being what the scaled
+    L2 holds in that ratio; rounded to whole ways of all 128 sets (1 to 16).  A workload
+    that is not a preset gets every way."""
+    from sim.system.workload import PRESETS, Workload
+    base = L2Config(hit_latency=L2_HIT_LATENCY, bank_cycles=L2_BANK_CYCLES)
+    if spec.name not in PRESETS:
+        return base
+    params = params or T3Params()
+    case = PRESETS[spec.name]
+    tokens, hidden, k = case["paper_mnk"]
+    e = spec.elem_bytes
+    paper_set = (tokens * k + k * hidden / case["tp"]) * e
+    a, b = Workload(spec, gpus, params).input_beats()
+    model_set = (a + b / gpus) * params.beat_bytes
+    beats = PAPER_L2_BYTES * model_set / paper_set / params.beat_bytes
+    ways = min(PAPER_L2.ways, max(1, round(beats / PAPER_L2.sets)))
+    return dataclasses.replace(base, sets_used=PAPER_L2.sets, ways_used=ways)
+
+
+def preset_setup(spec, gpus=None):
+    """``run_config``'s ring settings for a Table 2 preset's ``spec`` on ``gpus`` (default:
+    its TP degree): the paper rings' memory, engines and L2 (:func:`paper_l2_config`) and the
+    scaled link latency (:func:`sim.system.workload.link_latency_for`)."""
+    from sim.system.workload import PRESETS, link_latency_for
+    gpus = gpus or PRESETS[spec.name]["tp"]
     return {"memory_rows": PAPER_MEMORY_ROWS, "latency": link_latency_for(spec),
-            "engines": PAPER_ENGINE}
+            "engines": PAPER_ENGINE, "l2": PAPER_L2,
+            "l2_config": paper_l2_config(spec, gpus)}
 
 
 def memory_rows_for(gpus):
@@ -99,7 +152,7 @@ def describe_scale(spec, gpus, latency=LINK_LATENCY):
             f"{est['ratio']:.2f}")
 
 
-def check_config(spec, gpus, config, params, nparams, eparams=None):
+def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=None):
     """Everything the run will program, checked in Python first (the workload against the
     ring, every driver call of every phase, and with ``eparams`` the engines' GEMM programs
     against their registers and descriptors): a refused configuration raises ``ValueError``
@@ -117,6 +170,11 @@ def check_config(spec, gpus, config, params, nparams, eparams=None):
     wl = Workload(spec, gpus, params)
     driver = Driver(params, nparams, gpus)
     layout = allocate(driver, wl, config)
+    if nparams.l2 is not None:
+        driver.set_l2(l2_config or L2Config(hit_latency=L2_HIT_LATENCY,
+                                            bank_cycles=L2_BANK_CYCLES))
+    elif l2_config is not None:
+        raise ValueError("l2_config: the nodes have no L2 (l2 is None)")
     if config != "sequential":
         configure_fused(driver, wl, layout, "MCA" if config == "t3-mca" else "ROUND_ROBIN")
     map_ring_windows(driver, wl, "R")
@@ -181,7 +239,7 @@ def idle_rate(gpus, *, sim=None, cycles=20_000, build_dir=None, **kwargs):
 def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=None,
                progress=None, memory_rows=None, latency=LINK_LATENCY,
                bandwidth=LINK_BANDWIDTH, engines=True, cxx_opt=None, timeline=None,
-               mcq_depth=None, l2=None, geometry=None):
+               mcq_depth=None, l2=None, l2_config=None, geometry=None):
     """Run ``config`` on a ring of ``gpus``; returns the result dict of
     :func:`sim.system.testbench.run_system`.  ``progress(line)`` sees the testbench's progress
     lines.  ``engines``: the GPUs' traffic comes from the GPU-side engines in the ring's RTL
@@ -192,7 +250,9 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     counters every that many cycles (``result["timeline"]``, :mod:`sim.system.timeline`);
     with the engines only.  ``mcq_depth``: the memory controller queue's entries (default
     the node's).  ``l2``: an :class:`l2.config.L2Params`: every node has an L2 of that
-    geometry (the GEMM's inputs cached; :func:`sim.system.configure.allocate`).
+    geometry (the GEMM's inputs cached; :func:`sim.system.configure.allocate`), programmed
+    with ``l2_config`` (an :class:`l2.config.L2Config`; default every set and way,
+    :data:`L2_HIT_LATENCY`, :data:`L2_BANK_CYCLES`).
     ``geometry``: ``(T3Params, NodeParams)`` in place of the system's (:func:`system_params`;
     ``memory_rows``, ``mcq_depth`` and ``l2`` then do nothing), e.g. the board's
     (:class:`system.board.BoardParams`)."""
@@ -202,7 +262,7 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     memory_rows = memory_rows or memory_rows_for(gpus)
     params, nparams = geometry or system_params(memory_rows, mcq_depth, l2)
     eparams = ENGINE_PARAMS if engines is True else (engines or None)
-    check_config(spec, gpus, config, params, nparams, eparams)
+    check_config(spec, gpus, config, params, nparams, eparams, l2_config)
     if timeline is not None:
         check_int("timeline", timeline, 50, 1 << 20, note="the sampling period in cycles")
         if eparams is None:
@@ -215,7 +275,8 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                    "spec": spec.__dict__, "config": config, "seed": seed,
                    "progress": str(progress_file), "timeline": timeline,
                    "bandwidth": list(bandwidth),
-                   "engines": eparams.to_dict() if eparams else None}
+                   "engines": eparams.to_dict() if eparams else None,
+                   "l2_config": dataclasses.asdict(l2_config) if l2_config else None}
     top, make, key = ring_build(gpus, sim, memory_rows=memory_rows, latency=latency,
                                 bandwidth=bandwidth, engines=eparams or False,
                                 mcq_depth=mcq_depth, geometry=(params, nparams))

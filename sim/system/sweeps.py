@@ -109,10 +109,10 @@ def check_points(points, gpus, configs, base_ring):
         try:
             spec = GemmSpec(**fields)
             params, nparams = system_params(kw.get("memory_rows") or memory_rows_for(gpus),
-                                            kw.get("mcq_depth"))
+                                            kw.get("mcq_depth"), kw.get("l2"))
             for config in configs:
                 check_config(spec, gpus, config, params, nparams,
-                             kw.get("engines", ENGINE_PARAMS))
+                             kw.get("engines", ENGINE_PARAMS), kw.get("l2_config"))
         except ValueError as error:
             raise ValueError(f"sweep point {label}: {error}") from None
 
@@ -120,7 +120,8 @@ def check_points(points, gpus, configs, base_ring):
 def run_point(fields, gpus, config, ring, seed=1, sim=None):
     """One run of a sweep point (the job): the :class:`GemmSpec` ``fields`` on ``gpus`` GPUs in
     ``config`` with ``ring``'s settings (JSON: ``bandwidth``, ``latency``, ``mcq_depth``,
-    ``memory_rows``, ``engines`` as a dict); returns what the table needs."""
+    ``memory_rows``, ``engines``, ``l2`` and ``l2_config`` as dicts); returns what the table
+    needs."""
     from sim.system.run import run_config
     from sim.system.workload import GemmSpec
     from system.engine.config import EngineParams
@@ -129,6 +130,12 @@ def run_point(fields, gpus, config, ring, seed=1, sim=None):
         kw["bandwidth"] = tuple(kw["bandwidth"])
     if isinstance(kw.get("engines"), dict):
         kw["engines"] = EngineParams(**kw["engines"])
+    if isinstance(kw.get("l2"), dict):
+        from l2.config import L2Params
+        kw["l2"] = L2Params(**kw["l2"])
+    if isinstance(kw.get("l2_config"), dict):
+        from l2.config import L2Config
+        kw["l2_config"] = L2Config(**kw["l2_config"])
     start = time.monotonic()
     r = run_config(GemmSpec(**fields), gpus, config, sim=sim, seed=seed, **kw)
     if not r.get("verified"):
@@ -148,6 +155,9 @@ def sweep_jobs(points, gpus, configs, base_ring, seed=1, sim=None):
             kw["bandwidth"] = list(kw["bandwidth"])
         if kw.get("engines") is not None and not isinstance(kw["engines"], bool):
             kw["engines"] = kw["engines"].to_dict()
+        for name in ("l2", "l2_config"):        # JSON: the jobs' cache keys
+            if kw.get(name) is not None:
+                kw[name] = dataclasses.asdict(kw[name])
         for config in configs:
             extra = {"seed": seed}
             if sim:
