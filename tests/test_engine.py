@@ -104,11 +104,20 @@ def test_descriptors_of_two_beats_on_a_128_bit_engine():
 
 
 def test_gemm_keeps_cus_wgs_in_flight_and_strobes_the_arbiter():
-    """With ``mca`` the calibration window opens at the start and closes when the first ``cus``
-    WGs have finished (``first_stage``), the drain comes with the last WG; at most ``cus`` WGs
-    have requests between their first read and their last store."""
-    _, _, program, partials = _gemm_case("t3", cus=2)
+    """With ``mca`` the calibration window opens at the start and closes when the first
+    stage's WGs (the first ring step's, more than ``cus``) have finished (``first_stage``),
+    the drain comes with the last WG; at most ``cus`` WGs have requests between their first
+    read and their last store."""
+    wl, _, program, partials = _gemm_case("t3", cus=1)      # a stage of 2 WGs on 1 CU
     env, stats, strobes = _run_gemm(program, partials, ElemType.FP16.value, mca=True)
+    # the window is the first stage: the first ring step's WGs (paper section 4.5)
+    stage = {wg.wg_id for wg in wl.schedule[1] if wg.step == 1}
+    assert program.registers["stage_wgs"] == len(stage) > program.registers["cus"]
+    last = {}
+    for cycle, req in env.requests:
+        last[req["wg_id"]] = cycle
+    assert max(last[w] for w in stage) < strobes["calib_end"][0]
+    assert max(last[w] for w in last if w not in stage) > strobes["calib_end"][0]
     # registered strobes: the cycle after the start, after the first stage, after the last WG
     assert strobes["calib_start"] == [1]
     assert len(strobes["calib_end"]) == 1 and len(strobes["drain"]) == 1
@@ -120,7 +129,7 @@ def test_gemm_keeps_cus_wgs_in_flight_and_strobes_the_arbiter():
         spans[req["wg_id"]] = (first, cycle)
     for cycle in range(0, stats["cycles"]):
         live = sum(1 for a, b in spans.values() if a <= cycle <= b)
-        assert live <= 2, f"{live} WGs in flight at cycle {cycle}"
+        assert live <= 1, f"{live} WGs in flight at cycle {cycle}"
 
 
 @pytest.mark.parametrize("mode", ["sequential", "t3"])

@@ -12,7 +12,7 @@ the :class:`KernelRunner` until it is ``done``:
 
 A kernel reports its progress through hooks rather than being patched: ``on_done(now)`` is
 called once when it finishes, and :class:`GemmKernel` also calls ``on_first_stage(now)`` when
-its first ``cus`` workgroups have finished.
+its first stage's workgroups (the first ring step's) have finished.
 """
 
 import collections
@@ -66,7 +66,8 @@ class GemmKernel(Kernel):
     ``mode``: ``"t3"`` (step-1 tiles as remote updates through the window, the others as
     tracked op-and-stores: the chunks of steps 2..G-1 are tracked, the GPU's own chunk is
     not) or ``"sequential"`` (plain local stores).  ``on_first_stage`` is called when the first
-    ``cus`` workgroups have finished (the arbiter's calibration window); ``free``: no input
+    stage's workgroups (the first ring step's) have finished (the arbiter's calibration
+    window); ``free``: no input
     reads and no compute time (the output stores only, for the isolated RS)."""
 
     def __init__(self, g, workload, port, layout, mode, on_first_stage=None, on_done=None,
@@ -77,6 +78,8 @@ class GemmKernel(Kernel):
         self.active = []
         self.finished = 0
         self.on_first_stage = on_first_stage
+        # the first stage: the first ring step's WGs (the producer in isolation)
+        self.stage_wgs = sum(1 for wg in workload.schedule[g] if wg.step == 1)
         self.read_beats = 0 if free else workload.wg_read_beats()
         self.compute_cycles = 0 if free else workload.wg_compute_cycles()
         spec = workload.spec
@@ -125,7 +128,7 @@ class GemmKernel(Kernel):
             if state["stores"] == state["n_stores"]:
                 self.active.remove(state)
                 self.finished += 1
-                if self.finished == min(self.wl.spec.cus, len(self.wl.schedule[g])) and \
+                if self.finished == self.stage_wgs and \
                         self.on_first_stage is not None:
                     self.on_first_stage(self.now)
         beats = []

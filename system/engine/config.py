@@ -141,7 +141,7 @@ MODE = Reg("mode", None, "rw", "", fields=(
     Field("kernel", doc="0 GEMM, 1 steps"),
     Field("etype", 2, "element type of the stores and adds (0 fp16, 1 bf16, 2 fp32, 3 int32)"),
     Field("mca", doc="drive the MC arbiter's calibration window (from the start to the end of "
-                     "the first `cus` WGs) and its drain (at the GEMM's end)"),
+                     "the first stage, `stage_wgs` WGs) and its drain (at the GEMM's end)"),
     Field("flush", doc="at the kernel's end (every request answered), flush the node's L2 "
                        "(write back and invalidate) and wait for it before `done`: the "
                        "kernel boundary's release")))
@@ -187,6 +187,9 @@ def engine_registers(params: T3Params, eparams: EngineParams):
         Reg("remote_space", a, "rw", "stores at or above this byte address go to the node's "
                                      "remote window and get no response; a remote WG's store "
                                      "addresses are offset by it"),
+        Reg("stage_wgs", 16, "rw", "GEMM: WGs of the first stage (the first ring step: the "
+                                   "producer in isolation, paper section 4.5), the MC "
+                                   "arbiter's calibration window; 0: the first `cus`"),
         Reg("partials", lb, "rw", "GEMM: local beat of the partials' first beat"),
         Reg("wfs", 4, "rw", "GEMM: WF tiles per WG (1 to 8)", reset=1),
         Reg("seg_beats", 8, "rw", "GEMM: beats of one column segment of a tile", reset=1),
@@ -194,7 +197,7 @@ def engine_registers(params: T3Params, eparams: EngineParams):
         Reg("col_beats", 24, "rw", "GEMM: beats between two columns of C (M x elem / beat)"),
         Reg("cycles", 32, "ro", "cycles from the start to `done`"),
         Reg("first_stage", 32, "ro", "GEMM: cycles from the start to the end of the first "
-                                     "`cus` WGs"),
+                                     "stage (its `stage_wgs` WGs finished)"),
         Reg("requests", 32, "ro", "requests issued on `compute`"),
         Reg("reads", 32, "ro", "READs issued"),
         Reg("stores", 32, "ro", "STOREs and UPDATEs issued"),

@@ -118,6 +118,7 @@ def gemm_program(wl, g, layout, mode, remote_space, free=False):
     registers = {
         "cus": s.cus, "read_beats": 0 if free else wl.wg_read_beats(),
         "a_read": wl.wg_read_split()[0],
+        "stage_wgs": sum(1 for wg in wl.schedule[g] if wg.step == 1),
         "compute_cycles": 0 if free else wl.wg_compute_cycles(),
         "a_base": a.base, "b_base": b.base,
         "c_base": layout["C"].base, "remote_space": remote_space, "wfs": s.wfs_per_wg,

@@ -68,7 +68,8 @@ class CUEngine(wiring.Component):
     calib_start, calib_end, drain : Out(1)
         One-cycle strobes for the node's MC arbiter when ``mode.mca`` is set, registered (the
         cycle after the event): the calibration window opens at the start and closes when the
-        first ``cus`` WGs have finished; the drain comes when the GEMM's last WG has
+        first stage's ``stage_wgs`` WGs (the first ring step's; 0: the first ``cus``) have
+        finished; the drain comes when the GEMM's last WG has
         finished.
     l2_flush : Out(1)
         With ``mode.flush``: a strobe, registered, once the kernel is complete (every request
@@ -124,7 +125,7 @@ class CUEngine(wiring.Component):
         mode = regs.rw("mode")
         r = {name: regs.rw(name) for name in (
             "arrivals_target", "prog_base", "prog_count", "cus", "read_beats", "compute_cycles",
-            "a_read", "a_base", "b_base", "c_base", "remote_space", "partials",
+            "a_read", "a_base", "b_base", "c_base", "remote_space", "partials", "stage_wgs",
             "wfs", "seg_beats", "tile_cols", "col_beats")}
         start = Signal()
         m.d.comb += start.eq(self.start | regs.command("ctrl", "start"))
@@ -253,7 +254,9 @@ class CUEngine(wiring.Component):
         active = Signal(range(S + 1))
         n_stores = Signal(32)
         m.d.comb += n_stores.eq(r["wfs"] * r["tile_cols"] * r["seg_beats"])
-        first_stage = Mux(r["cus"] < r["prog_count"], r["cus"], r["prog_count"])
+        # the first stage: the first ring step's WGs (stage_wgs), or the first `cus` if 0
+        stage_wgs = Mux(r["stage_wgs"] != 0, r["stage_wgs"], r["cus"])
+        first_stage = Mux(stage_wgs < r["prog_count"], stage_wgs, r["prog_count"])
 
         # launch: read the next descriptor into the lowest free slot, one per cycle
         free = Signal(range(S))
