@@ -448,6 +448,13 @@ def _print_result(r):
     print(f"  DRAM       GEMM {d['gemm_reads']} reads / {d['gemm_writes']} writes, RS "
           f"{d['rs_reads']} / {d['rs_writes']}, AG {d['ag_reads']} / {d['ag_writes']} (beats)")
     print(f"  link       {d['link_utilization']:.3f} of the links' capacity during the RS")
+    print(f"  MC         the GEMM's requests waited {r['compute_wait']} cycles at the MC "
+          f"arbiter (all GPUs)")
+    if r.get("l2"):
+        gemm = r["l2"]["gemm_rs" if "gemm_rs" in r["l2"] else "gemm"]
+        reads = gemm["read_hits"] + gemm["read_misses"] + gemm["read_merged"]
+        print(f"  L2         the GEMM's {reads} cached reads: {gemm['read_hits']} hits, "
+              f"{gemm['read_merged']} merged into a miss, {gemm['read_misses']} misses")
     print(f"  tracker    peak occupancy {d['tracker_peak_occupancy']} entries")
     engines = (f" ({r['engine_cycles_per_s']:.0f} while the engines run)"
                if r.get("engine_cycles_per_s") else "")

@@ -48,6 +48,9 @@ def check_traffic(r, spec, gpus, config):
     # the links can carry, so at most 1
     assert d["link_payload_beats"] == gpus * (gpus - 1) * cb
     assert d["link_payload_beats"] < d["link_busy_beats"] <= 2 * d["link_payload_beats"]
+    # the GEMM's waits at the MC arbiter: at most one per GPU and cycle of its phase
+    gemm_cycles = r["phase_cycles"]["gemm" if config == "sequential" else "gemm_rs"]
+    assert 0 <= r["compute_wait"] <= gpus * gemm_cycles
     cycles = r["phase_cycles"]["rs" if config == "sequential" else "gemm_rs"]
     num, den = LINK_BANDWIDTH
     assert d["link_utilization"] == pytest.approx(

@@ -15,7 +15,7 @@ COUNTERS = [("nmc", f"{k}_{s}") for k in ("reads", "stores", "updates") for s in
     ("tracker", "peak_occupancy"), ("tracker", "triggers"), ("tracker", "status"),
     ("tracker", "errors"), ("tracker", "tracked"), ("tracker", "occupancy"), ("dma", "triggers"),
     ("dma", "reads"), ("dma", "beats_received"), ("nmc", "errors"), ("arbiter", "forced"),
-    ("arbiter", "threshold"), ("arbiter", "comm_max_wait")]
+    ("arbiter", "threshold"), ("arbiter", "comm_max_wait"), ("arbiter", "compute_wait")]
 
 #: Also read when the nodes have an L2 (``l2.config.COUNTERS``) and its status.
 L2_COUNTERS = [("l2", name) for name in (

@@ -134,10 +134,10 @@ class RingHost:
         dram = dram_accesses(self.config, sums)
         if self.config == "sequential":
             cycles = {"gemm": ph["gemm"]["cycles"], "rs": ph["rs"]["cycles"]}
-            link_phase = "rs"
+            link_phase, gemm_phase = "rs", "gemm"
         else:
             cycles = {"gemm_rs": ph["gemm_rs"]["cycles"]}
-            link_phase = "gemm_rs"
+            link_phase = gemm_phase = "gemm_rs"
         cycles["ag"] = ph["ag"]["cycles"]
         link_util = link_utilization(ph[link_phase], self.gpus, self.bandwidth)
         after = ph["check"]["after"]
@@ -146,6 +146,9 @@ class RingHost:
                 name=self.wl.spec.name, m=self.wl.spec.m, n=self.wl.spec.n, k=self.wl.spec.k,
                 dtype=self.wl.spec.dtype),
             "cycles": sum(cycles.values()), "phase_cycles": cycles,
+            # the GEMM's stalls at the memory controller: cycles its requests waited at the
+            # MC arbiter during the GEMM's phase, summed over the GPUs
+            "compute_wait": sums[gemm_phase]["arbiter.compute_wait"],
             "dram": dict(dram, link_utilization=link_util,
                          link_payload_beats=sums[link_phase]["dma.beats_sent"],
                          link_busy_beats=sums[link_phase]["dma.link_busy"],
