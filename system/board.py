@@ -23,6 +23,7 @@ from hw.axil import AXILiteDecoder, AXILiteToCSR
 from hw.csr import Field, Reg, RegisterFile, csr_signature
 from hw.params import T3Params, check_int
 from hw.uart import UARTBridge, bridge_status_layout
+from mc_arbiter.config import ArbiterParams
 from nmc.config import NMCParams
 from system.engine.config import EngineParams
 from system.engine.rtl import load_signature
@@ -108,7 +109,10 @@ class BoardParams:
     @property
     def nparams(self):
         tracker = dataclasses.replace(NodeParams.tracker, ways=self.tracker_ways)
+        # the board keeps the MCQ of 32 it was placed with (docs/fpga.md); the simulated
+        # system's nodes have 64
         return NodeParams(tracker=tracker, dma=self.dma_params,
+                          arbiter=ArbiterParams(depth=32),
                           nmc=NMCParams(rows=self.memory_rows, formats=self.formats))
 
     @property

@@ -61,7 +61,9 @@ class NodeParams:
     """The geometry of every block of a node (the DMA's ``commands`` must equal the Tracker's
     ``regions``: a trigger's region selects the command)."""
     tracker: TrackerParams = TrackerParams(sets=64, ways=8, regions=4)
-    arbiter: ArbiterParams = ArbiterParams(depth=32)
+    #: an MCQ of 64 entries: the paper's thresholds (5, 10, 30, no limit) need one deeper than
+    #: 30, and a GPU's is (Accel-Sim's QV100 model: an FR-FCFS queue of 64 per channel)
+    arbiter: ArbiterParams = ArbiterParams(depth=64)
     nmc: NMCParams = NMCParams()
     #: the trigger queue holds every trigger of a kernel (512 tiles tracked per GPU): a full
     #: queue stalls the Tracker, whose stall stops the DMA's own tile reads (docs/dma.md)

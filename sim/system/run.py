@@ -128,7 +128,7 @@ def memory_rows_for(gpus):
 def node_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None):
     """The :class:`system.node.NodeParams` of the system's nodes: ALUs for :data:`FORMATS`,
     memory of ``memory_rows`` rows per bank (8: 128 KiB per GPU), an MCQ of ``mcq_depth``
-    entries (default: the node's, 32), an L2 of geometry ``l2`` (an
+    entries (default: the node's, 64), an L2 of geometry ``l2`` (an
     :class:`l2.config.L2Params`; default none)."""
     node = NodeParams(nmc=NMCParams(rows=memory_rows, formats=FORMATS), l2=l2)
     if mcq_depth is not None:
