@@ -544,6 +544,16 @@ def cmd_paper(args):
                                   paper_jobs, select_cases, select_configs, write_report)
     from sim.system.workload import scaled_cus
     cases, configs = select_cases(args.cases), select_configs(args.configs)
+    if args.record:
+        from sim.system.configure import CONFIGS, ISOLATED_RS
+        from sim.system.figures import SCALES
+        from sim.system.paper import FIGURE16_CASES
+        if args.scale not in SCALES:
+            raise ValueError(f"--record: the committed scales are "
+                             f"{', '.join(f'{s:g}' for s in SCALES)}, not {args.scale:g}")
+        if set(cases) != set(FIGURE16_CASES) or set(configs) != set(CONFIGS + (ISOLATED_RS,)):
+            raise ValueError("--record needs every Figure 16 case and every run (the default "
+                             "--cases and --configs)")
     print("T3 paper: checking every run's programming ...", flush=True)
     check_cases(cases, args.scale, configs)
     cus = scaled_cus(args.scale)
@@ -565,6 +575,14 @@ def cmd_paper(args):
     report = write_report(results, failures, args.out, scale=args.scale, wall_s=wall)
     print(f"\n{len(jobs) - len(failures)} of {len(jobs)} runs verified bit for bit in "
           f"{wall / 60:.1f} minutes; report: {report}")
+    if args.record and not failures:
+        from sim.system import figures
+        path = figures.record(results, args.scale)
+        print(f"recorded: {path} (today's code {figures.code_digest()})")
+        for page in figures.refresh():
+            print(f"updated: {page}")
+    elif args.record:
+        print("not recorded: some runs failed")
     return 1 if failures else 0
 
 
@@ -620,13 +638,17 @@ def _workload_args(p):
 
 
 def cmd_docs(args):
+    from sim.system import figures
     from t3.docs import refresh
-    stale = refresh(write=not args.check)
+    stale = refresh(write=not args.check) + figures.refresh(write=not args.check)
     for page in stale:
         print(f"{'stale' if args.check else 'updated'}: {page}")
     if not stale:
-        print("every register table in docs/ is current")
-    return 1 if args.check and stale else 0
+        print("every register table and paper figure in docs/ is current")
+    old = figures.stale_results()
+    for line in old:
+        print(f"stale: {line}")
+    return 1 if (args.check and stale) or old else 0
 
 
 def _blocks_arg(text):
@@ -791,6 +813,10 @@ def main(argv=None):
     paper.add_argument("--no-cache", action="store_true", help="run every job")
     paper.add_argument("--sim", choices=SIMULATORS,
                        help="simulator (default: $SIM, else verilator)")
+    paper.add_argument("--record", action="store_true",
+                       help="keep the results as docs/results/paper-SCALE.json with today's "
+                            "code and regenerate docs/paper.md's tables from them (every "
+                            "Figure 16 case and run, at a committed scale: 0.5 or 1)")
     paper.set_defaults(func=cmd_paper)
 
     sweep = sub.add_parser("sweep", help="one workload over values of workload and hardware "
@@ -824,9 +850,12 @@ def main(argv=None):
     bench.set_defaults(func=cmd_bench)
 
     docs = sub.add_parser("docs", help="regenerate the register tables in docs/ from the "
-                                        "register definitions")
+                                        "register definitions and the paper tables from "
+                                        "docs/results/; report results measured on other "
+                                        "code")
     docs.add_argument("--check", action="store_true",
-                      help="only report stale pages (exit 1 if any)")
+                      help="only report stale pages (exit 1 if any, or if a results file "
+                           "was measured on other code than today's)")
     docs.set_defaults(func=cmd_docs)
 
     args = parser.parse_args(argv)

@@ -80,3 +80,57 @@ def test_the_repository_stands_on_its_own():
         assert "_MustUse" not in text, f"{path.relative_to(ROOT)} sets _MustUse"
     for link in re.findall(r"\]\((docs/[^)#]+)", (ROOT / "README.md").read_text()):
         assert (ROOT / link).exists(), f"README links to missing {link}"
+
+
+# --- figures that stay true ------------------------------------------------------------------
+
+def test_the_paper_figures_were_measured_on_todays_code():
+    """Every committed paper results file records the code its runs executed; a change to
+    what a paper run executes (hardware, programs, testbench) makes it stale until the set is
+    run again (`t3 paper --scale S --record`)."""
+    from sim.system import figures
+    assert [figures.load(s) is not None for s in figures.SCALES].count(True) >= 1, \
+        "no committed paper results (docs/results/)"
+    assert not figures.stale_results(), "\n".join(figures.stale_results())
+
+
+def test_the_paper_tables_are_their_results_files():
+    from sim.system import figures
+    text = (ROOT / figures.PAGE).read_text()
+    assert figures.sections(text), f"{figures.PAGE} has no generated figures"
+    assert not figures.refresh(write=False), f"{figures.PAGE} is stale: run `t3 docs`"
+
+
+def test_the_code_digest_sees_code_and_not_comments(tmp_path, monkeypatch):
+    """The figures' key changes with a module's code, not with its comments or docstrings."""
+    from sim.system import figures
+    pkg = tmp_path / "digestpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    mod = pkg / "mod.py"
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr("hw.export._ROOT", tmp_path)
+    mod.write_text('"""Doc."""\n\ndef f():\n    """Doc."""\n    return 1  # one\n')
+    first = figures.code_digest("digestpkg.mod")
+    mod.write_text('"""Other doc."""\n\n\ndef f():\n    """Other."""\n    # a comment\n'
+                   '    return 1\n')
+    assert figures.code_digest("digestpkg.mod") == first
+    mod.write_text('"""Doc."""\n\ndef f():\n    return 2\n')
+    assert figures.code_digest("digestpkg.mod") != first
+
+
+def test_stale_results_are_reported_by_name(tmp_path):
+    """A results file whose code is not today's is reported with the command that renews it;
+    a page with tables and no results file is refused naming the file."""
+    import json
+    from sim.system import figures
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+    path = figures.results_path(0.5, tmp_path)
+    path.write_text(json.dumps({"code": "0" * 20, "scale": 0.5, "results": {}}))
+    lines = figures.stale_results(tmp_path)
+    assert len(lines) == 1 and "docs/results/paper-0.5.json: measured on code 000" in lines[0]
+    assert "t3 paper --scale 0.5 --record" in lines[0]
+    (tmp_path / "docs" / "paper.md").write_text(
+        "x\n<!-- figures:begin paper-1 -->\n<!-- figures:end paper-1 -->\n")
+    with pytest.raises(ValueError, match=r"docs/results/paper-1.json does not exist"):
+        figures.refresh(tmp_path, write=False)

@@ -249,3 +249,22 @@ def test_timeline_shows_every_gpus_phases(tmp_path):
     assert files[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and files[0].stat().st_size > 5000
     stored = json.loads(files[1].read_text())
     assert stored["timeline"]["samples"] == samples
+
+
+def test_the_stall_table_gives_per_gpu_waits_and_l2_hits():
+    """The GEMM's waits at the MC arbiter per GPU (the sum over GPUs divided by them), the
+    MCA thresholds the calibration chose, and the share of the GEMM's cached reads served by
+    the L2 (hits and reads merged into a miss)."""
+    from sim.system.paper import stall_markdown
+
+    def run(wait, l2_phase, hits, merged, misses, threshold=None):
+        return {"gpus": 4, "compute_wait": wait, "arbiter_threshold": threshold,
+                "l2": {l2_phase: {"read_hits": hits, "read_merged": merged,
+                                  "read_misses": misses}}}
+    results = {"X": {"sequential": run(400, "gemm", 30, 10, 60),
+                     "t3": run(800, "gemm_rs", 50, 0, 50),
+                     "t3-mca": run(200, "gemm_rs", 70, 5, 25, [5, 10, 5, 5])},
+               "Y": {"sequential": {"gpus": 8, "compute_wait": 80, "l2": None}}}
+    lines = stall_markdown(results)
+    assert lines[2] == "| X | 100 | 200 | 50 | 5/10 | 40% / 75% |"
+    assert lines[3] == "| Y | 10 | — | — | — | — / — |"

@@ -290,6 +290,66 @@ def figure18_lines(results, config="t3-mca"):
     return lines
 
 
+def figure16_markdown(results):
+    """Figure 16's table: each case's speedups over Sequential, their geomean and maximum."""
+    rows, summary = figure16_rows(results)
+    md = ["| case | GEMM : RS | " + " | ".join(BARS) + " |",
+          "|---|---:|" + "---:|" * len(BARS)]
+    for case, s, ratio in rows:
+        md.append(f"| {case} | {_f(ratio, '{:.2f}')} | " +
+                  " | ".join(_f(s[b]) for b in BARS) + " |")
+    for i, label in enumerate(("geomean", "max")):
+        md.append(f"| **{label}** | | " + " | ".join(_f(summary[b][i]) for b in BARS)
+                  + " |")
+    return md
+
+
+def stall_markdown(results):
+    """The GEMM's stalls at the memory controller (Figure 17's measure): the cycles its
+    requests waited at the MC arbiter during its phase, per GPU, for each configuration; and
+    the L2's hit rate of the GEMM's reads."""
+    md = ["| case | Sequential | T3 | T3-MCA | MCA threshold | L2 hits (Seq / T3-MCA) |",
+          "|---|---:|---:|---:|---:|---:|"]
+    for case, runs in results.items():
+        def wait(config):
+            r = runs.get(config)
+            return "—" if r is None or r.get("compute_wait") is None else \
+                f"{r['compute_wait'] / r['gpus']:.0f}"
+
+        def hits(config):
+            r = runs.get(config)
+            l2 = r and r.get("l2")
+            if not l2:
+                return "—"
+            g = l2["gemm_rs" if "gemm_rs" in l2 else "gemm"]
+            reads = g["read_hits"] + g["read_misses"] + g["read_merged"]
+            return f"{100 * (g['read_hits'] + g['read_merged']) / reads:.0f}%" if reads else "—"
+        mca = runs.get("t3-mca", {}).get("arbiter_threshold")
+        md.append(f"| {case} | {wait('sequential')} | {wait('t3')} | {wait('t3-mca')} | "
+                  f"{'—' if not mca else '/'.join(str(t) for t in sorted(set(mca)))} | "
+                  f"{hits('sequential')} / {hits('t3-mca')} |")
+    return md
+
+
+def figure18_markdown(results, config="t3-mca"):
+    """Figure 18's reductions: ``config``'s DRAM accesses against Sequential's, per case."""
+    rows, summary = figure18_rows(results, config)
+    md = ["| case | total saved | RS reads | GEMM+RS writes saved | GEMM reads |",
+          "|---|---:|---:|---:|---:|"]
+    for case, _, red in rows:
+        if red:
+            md.append(f"| {case} | {100 * red['total']:.1f}% | "
+                      f"{_f(red['rs_reads'], '{:.2f}x')} | {100 * red['writes']:.1f}% | "
+                      f"{_f(red['gemm_reads'], '{:.2f}x')} |")
+    pct = (lambda v: _f(None if v is None else 100 * v, "{:.1f}%"))
+    for i, label in enumerate(("geomean", "max")):
+        md.append(f"| **{label}** | {pct(summary['total'][i])} | "
+                  f"{_f(summary['rs_reads'][i], '{:.2f}x')} | "
+                  f"{pct(summary['writes'][i])} | "
+                  f"{_f(summary['gemm_reads'][i], '{:.2f}x')} |")
+    return md
+
+
 # --- the report --------------------------------------------------------------------------------
 
 _COLOURS = {"T3": "gold", "T3-MCA": "tab:green", "Ideal-GEMM-RS-Overlap": "tab:blue",
@@ -354,8 +414,6 @@ def write_report(results, failures, out, *, scale=1.0, wall_s=None):
     _plot16(results, out / "figure16")
     _plot18(results, out / "figure18")
     runs = [r for runs in results.values() for r in runs.values()]
-    _, summary16 = figure16_rows(results)
-    _, summary18 = figure18_rows(results)
     md = ["# T3 on the RTL: the paper's evaluation", "",
           f"Scale {scale:g} (the scaled GPU has {scaled_cus(scale)} CUs; `docs/paper.md` "
           f"derives every scaling choice). {len(runs)} runs, "
@@ -366,16 +424,10 @@ def write_report(results, failures, out, *, scale=1.0, wall_s=None):
     if failures:
         md += ["## Failed runs", ""] + [f"- `{name}`: {error}" for name, error in
                                         failures.items()] + [""]
-    md += ["## Figure 16: speedup over Sequential", "", "![Figure 16](figure16.png)", "",
-           "| case | GEMM : RS | " + " | ".join(BARS) + " |",
-           "|---|---:|" + "---:|" * len(BARS)]
-    rows, _ = figure16_rows(results)
-    for case, s, ratio in rows:
-        md.append(f"| {case} | {_f(ratio, '{:.2f}')} | " +
-                  " | ".join(_f(s[b]) for b in BARS) + " |")
-    for i, label in enumerate(("geomean", "max")):
-        md.append(f"| **{label}** | | " + " | ".join(_f(summary16[b][i]) for b in BARS)
-                  + " |")
+    md += ["## Figure 16: speedup over Sequential", "", "![Figure 16](figure16.png)", ""]
+    md += figure16_markdown(results)
+    md += ["", "The GEMM's waits at the MC arbiter (cycles per GPU during its phase) and the "
+           "L2's hits among its reads:", ""] + stall_markdown(results)
     md += ["", "The paper (section 6.1): " + ", ".join(
         f"{k} {v[0]:.2f}" for k, v in PAPER_STATED.items() if k.split()[0] in
         ("T3", "T3-MCA", "Ideal-GEMM-RS-Overlap")) + ".", "",
@@ -388,20 +440,7 @@ def write_report(results, failures, out, *, scale=1.0, wall_s=None):
             md.append(f"| {case} | {c} | " + " | ".join(f"{d[k]:.0f}" for k in
                                                         DRAM_CATEGORIES)
                       + f" | {sum(d.values()):.0f} |")
-    md += ["", "T3-MCA against Sequential:", "",
-           "| case | total saved | RS reads | GEMM+RS writes saved | GEMM reads |",
-           "|---|---:|---:|---:|---:|"]
-    for case, _, red in rows18:
-        if red:
-            md.append(f"| {case} | {100 * red['total']:.1f}% | "
-                      f"{_f(red['rs_reads'], '{:.2f}x')} | {100 * red['writes']:.1f}% | "
-                      f"{_f(red['gemm_reads'], '{:.2f}x')} |")
-    pct = (lambda v: _f(None if v is None else 100 * v, "{:.1f}%"))
-    for i, label in enumerate(("geomean", "max")):
-        md.append(f"| **{label}** | {pct(summary18['total'][i])} | "
-                  f"{_f(summary18['rs_reads'][i], '{:.2f}x')} | "
-                  f"{pct(summary18['writes'][i])} | "
-                  f"{_f(summary18['gemm_reads'][i], '{:.2f}x')} |")
+    md += ["", "T3-MCA against Sequential:", ""] + figure18_markdown(results)
     md += ["", "## Runs", "", "| run | GPUs | cycles | phases | simulated in |",
            "|---|---:|---:|---|---:|"]
     for case, runs_ in results.items():
