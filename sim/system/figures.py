@@ -18,7 +18,7 @@ from pathlib import Path
 
 
 __all__ = ["code_digest", "results_path", "record", "load", "SCALES", "sections", "refresh",
-           "stale_results", "RUN_MODULE"]
+           "stale_results", "pending", "RUN_MODULE"]
 
 
 #: The module whose import closure is what a paper run executes.
@@ -90,6 +90,13 @@ def tables(results):
                      figure18_markdown(results))
 
 
+def pending(scale, root=ROOT):
+    """What a section says while its scale has no results file."""
+    return (f"*No results recorded: `{results_path(scale, root).relative_to(root)}` does not "
+            f"exist. `t3 paper --scale {scale:g} --record` runs the set on today's code and "
+            f"writes it and these tables.*")
+
+
 def sections(text):
     """``{scale: (start, end)}``: the character spans between each scale's markers."""
     out = {}
@@ -113,11 +120,10 @@ def refresh(root=ROOT, write=True):
     stale = []
     for scale, (start, end) in sorted(sections(text).items(), reverse=True):
         data = load(scale, root)
-        if data is None:
-            raise ValueError(f"{PAGE} has tables for scale {scale:g} but "
-                             f"{results_path(scale, root).relative_to(root)} does not exist: "
-                             f"run `t3 paper --scale {scale:g} --record`")
-        want = "\n" + tables(data["results"]) + "\n"
+        if data is None:                    # nothing measured on today's code: say so
+            want = "\n" + pending(scale, root) + "\n"
+        else:
+            want = "\n" + tables(data["results"]) + "\n"
         if text[start:end] != want:
             stale.append(f"{PAGE} (scale {scale:g})")
             text = text[:start] + want + text[end:]
