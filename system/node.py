@@ -2,12 +2,12 @@
 controller (``docs/design.md`` section 2; paper Figure 8).
 
 ```
- compute ─► decoder ─┬─► L2 ─► MC arbiter (compute) ─► MCQ ─► NMC/HBM ─► router ─┬─► L2 ─► resp
-  (CUs)              │             ▲ (comm)         │ tap                        ├─► DMA (tile reads)
-                     │             │                ▼                            └─► comm_done
-                     └─► DMA remote│              Tracker ─► DMA trig
-                          DMA mem ─┘
-              rx ─► DMA ─► tx           cfg (AXI4-Lite) ─► every block's registers
+compute ─► decoder ─┬─► L2 ─► MC arbiter (compute) ─► MCQ ─► NMC/HBM ─► router ─┬─► L2 ─► resp
+ (CUs)              │             ▲ (comm)         │ tap                        ├─► DMA (tile reads)
+                    │             │                ▼                            └─► comm_done
+                    └─► DMA remote│              Tracker ─► DMA trig
+                         DMA mem ─┘
+             rx ─► DMA ─► tx           cfg (AXI4-Lite) ─► every block's registers
 ```
 
 The L2 (``NodeParams.l2``, ``docs/l2.md``) is optional: without it the CUs' local requests
