@@ -614,9 +614,9 @@ def test_the_system_l2_hits_at_its_fraction_of_a_miss():
 
 def test_the_paper_l2_keeps_each_cases_ratio_of_working_set_to_l2():
     """Each Figure 16 case's L2 (whole ways of 128 sets), at scales 0.5 and 1, holds the
-    scaled working set of a ring step (A and one chunk's B panels) in the ratio the paper's 16 MB holds the real one
-    (Table 2's M K + K H / TP elements), within the rounding to whole ways; the OP GEMMs fit,
-    the FC GEMMs at TP 8 do not."""
+    scaled working set of a ring step (A and one chunk's B panels) in the ratio the paper's
+    16 MB holds the real one (Table 2's M K + K H / TP elements), within the rounding to
+    whole ways; the OP GEMMs fit, the FC GEMMs at TP 8 do not."""
     from sim.system.paper import FIGURE16_CASES
     from sim.system.run import PAPER_L2, PAPER_L2_BYTES, paper_l2_config
     for name, scale in [(n, s) for n in FIGURE16_CASES for s in (0.5, 1.0)]:
