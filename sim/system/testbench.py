@@ -26,7 +26,8 @@ from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_fuse
 from sim.system.kernels import (AGKernel, ArrivalWatch, CheckKernel, GemmKernel, KernelRunner,
                                 RSKernel)
 from sim.system.port import GPUPort
-from sim.system.results import COUNTERS, L2_COUNTERS, compare_chunk, dram_accesses, link_utilization
+from sim.system.results import (COUNTERS, L2_COUNTERS, compare_chunk, dram_accesses,
+                                link_utilization)
 from sim.system.driver import ETYPES, REMOTE_SPACE
 from sim.system.workload import LINK_BANDWIDTH, GemmSpec, Workload, ring_reference
 from system.engine.config import EngineParams
