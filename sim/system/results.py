@@ -3,6 +3,8 @@ accesses by category (paper section 6.2, Figure 18) and the bit-exact scoreboard
 
 import numpy as np
 
+from l2.config import COUNTERS as L2_COUNTER_REGS
+
 
 __all__ = ["COUNTERS", "L2_COUNTERS", "dram_accesses", "link_utilization", "compare_chunk"]
 
@@ -18,10 +20,7 @@ COUNTERS = [("nmc", f"{k}_{s}") for k in ("reads", "stores", "updates") for s in
     ("arbiter", "threshold"), ("arbiter", "comm_max_wait"), ("arbiter", "compute_wait")]
 
 #: Also read when the nodes have an L2 (``l2.config.COUNTERS``) and its status.
-L2_COUNTERS = [("l2", name) for name in (
-    "requests", "read_hits", "read_misses", "read_merged", "store_hits", "store_allocs",
-    "write_backs", "flush_write_backs", "bypass_reads", "bypass_writes", "refused",
-    "bank_stalls", "miss_stalls", "status")]
+L2_COUNTERS = [("l2", name) for name, _ in L2_COUNTER_REGS] + [("l2", "status")]
 
 
 def compare_chunk(gpu, chunk, got, want):

@@ -21,7 +21,7 @@ __all__ = ["system_params", "node_params", "run_config", "check_config", "descri
            "ring_build", "idle_rate", "ENGINE_PARAMS", "CXX_OPT", "CXX_OPT_PYTHON",
            "LINK_LATENCY", "FORMATS", "MEMORY_ROWS", "memory_rows_for", "PAPER_MEMORY_ROWS",
            "PAPER_ENGINE", "preset_setup", "PAPER_L2", "PAPER_L2_BYTES", "L2_HIT_FRACTION",
-           "L2_HIT_LATENCY", "L2_BANK_CYCLES", "paper_l2_config"]
+           "L2_HIT_LATENCY", "L2_BANK_CYCLES", "SYSTEM_L2_CONFIG", "paper_l2_config"]
 
 
 #: Link latency of the scaled system, cycles (the paper's 500 ns at 1 GHz is 500 cycles; the
@@ -85,6 +85,11 @@ L2_HIT_LATENCY = 13
 L2_BANK_CYCLES = 1
 
 
+#: The L2 configuration of the system's nodes when a run names none: every set and way,
+#: :data:`L2_HIT_LATENCY`, :data:`L2_BANK_CYCLES`.
+SYSTEM_L2_CONFIG = L2Config(hit_latency=L2_HIT_LATENCY, bank_cycles=L2_BANK_CYCLES)
+
+
 def paper_l2_config(spec, gpus, params=None):
     """The :class:`l2.config.L2Config` of a Table 2 preset's run (``spec.name``): the ways of
     :data:`PAPER_L2` that keep the paper's ratio of the GEMM's working set in one ring step
@@ -94,9 +99,8 @@ def paper_l2_config(spec, gpus, params=None):
     L2 holds in that ratio; rounded to whole ways of all 128 sets (1 to 16).  A workload
     that is not a preset gets every way."""
     from sim.system.workload import PRESETS, Workload
-    base = L2Config(hit_latency=L2_HIT_LATENCY, bank_cycles=L2_BANK_CYCLES)
     if spec.name not in PRESETS:
-        return base
+        return SYSTEM_L2_CONFIG
     params = params or T3Params()
     case = PRESETS[spec.name]
     tokens, hidden, k = case["paper_mnk"]
@@ -106,7 +110,7 @@ def paper_l2_config(spec, gpus, params=None):
     model_set = (a + b / gpus) * params.beat_bytes
     beats = PAPER_L2_BYTES * model_set / paper_set / params.beat_bytes
     ways = min(PAPER_L2.ways, max(1, round(beats / PAPER_L2.sets)))
-    return dataclasses.replace(base, sets_used=PAPER_L2.sets, ways_used=ways)
+    return dataclasses.replace(SYSTEM_L2_CONFIG, sets_used=PAPER_L2.sets, ways_used=ways)
 
 
 def preset_setup(spec, gpus=None):
@@ -171,8 +175,7 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
     driver = Driver(params, nparams, gpus)
     layout = allocate(driver, wl, config)
     if nparams.l2 is not None:
-        driver.set_l2(l2_config or L2Config(hit_latency=L2_HIT_LATENCY,
-                                            bank_cycles=L2_BANK_CYCLES))
+        driver.set_l2(l2_config or SYSTEM_L2_CONFIG)
     elif l2_config is not None:
         raise ValueError("l2_config: the nodes have no L2 (l2 is None)")
     if config != "sequential":
@@ -251,8 +254,7 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     with the engines only.  ``mcq_depth``: the memory controller queue's entries (default
     the node's).  ``l2``: an :class:`l2.config.L2Params`: every node has an L2 of that
     geometry (the GEMM's inputs cached; :func:`sim.system.configure.allocate`), programmed
-    with ``l2_config`` (an :class:`l2.config.L2Config`; default every set and way,
-    :data:`L2_HIT_LATENCY`, :data:`L2_BANK_CYCLES`).
+    with ``l2_config`` (an :class:`l2.config.L2Config`; default :data:`SYSTEM_L2_CONFIG`).
     ``geometry``: ``(T3Params, NodeParams)`` in place of the system's (:func:`system_params`;
     ``memory_rows``, ``mcq_depth`` and ``l2`` then do nothing), e.g. the board's
     (:class:`system.board.BoardParams`)."""

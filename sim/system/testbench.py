@@ -493,9 +493,9 @@ async def run_system(dut):
         system.bandwidth = tuple(cfg["bandwidth"])
     if nparams.l2 is not None:
         from l2.config import L2Config
-        from sim.system.run import L2_BANK_CYCLES, L2_HIT_LATENCY
+        from sim.system.run import SYSTEM_L2_CONFIG
         system.driver.set_l2(L2Config(**cfg["l2_config"]) if cfg.get("l2_config") else
-                             L2Config(hit_latency=L2_HIT_LATENCY, bank_cycles=L2_BANK_CYCLES))
+                             SYSTEM_L2_CONFIG)
     start = time.perf_counter()
     result = {"verified": False}
     sampler = None

@@ -17,8 +17,8 @@ x 128) (what a tiled GEMM's workgroup reads, each input once, after its LDS reus
 those of one grid row read the same ``A`` panel, those of one grid column the same ``B``
 panel, so an L2 (``NodeParams.l2``) serves the repeats, as the paper's 16 MB L2 does; without
 one every read reaches DRAM.  Then it computes for ``flops / (flops_per_cycle / cus)``
-cycles; then it stores its tiles (every beat of every tile).  The stores are op-and-stores with T3's ``update`` flag, or plain
-stores for the Sequential baseline.
+cycles; then it stores its tiles (every beat of every tile).  The stores are op-and-stores
+with T3's ``update`` flag, or plain stores for the Sequential baseline.
 
 Scaling (presets)
 -----------------
@@ -334,9 +334,9 @@ class Workload:
         """``(a, b)``: of a WG's :meth:`wg_read_beats`, the beats of its ``A`` panel and of
         its ``B`` panel, in the macro tile's proportion ``256 : 128`` (a WG reads its output
         rows of ``A`` and its output columns of ``B``, each over all of ``K``)."""
-        total = self.wg_read_beats()
+        total = self.wg_read_beats()            # at least 1
         tm, tn = PAPER["macro_tile"]
-        a = min(total, max(1, round(total * tm / (tm + tn)))) if total > 1 else total
+        a = round(total * tm / (tm + tn)) if total > 1 else total
         return a, total - a
 
     def grid(self):
@@ -345,10 +345,13 @@ class Workload:
         WG ``k`` at row ``k mod rows`` and column ``k div rows``.  WGs of one row share their
         ``A`` panel, WGs of one column (of one chunk) their ``B`` panel.  ``cols`` is
         ``spec.grid_cols`` (at most the chunk's WGs), ``rows`` as many as the WGs need."""
-        per_chunk = len(self.schedule[0]) // self.gpus
         cols = self.spec.grid_cols or max(1, self.chunk_cols // self.spec.tile_cols)
-        cols = min(cols, per_chunk)
-        return -(-per_chunk // cols), cols
+        cols = min(cols, self.wgs_per_chunk)
+        return -(-self.wgs_per_chunk // cols), cols
+
+    @property
+    def wgs_per_chunk(self):
+        return len(self.schedule[0]) // self.gpus
 
     def input_beats(self):
         """``(a, b)``: beats of the ``A`` and ``B`` buffers the WGs read: ``rows`` panels of
@@ -362,8 +365,7 @@ class Workload:
         in ``B``."""
         rows, cols = self.grid()
         a, b = self.wg_read_split()
-        per_chunk = len(self.schedule[0]) // self.gpus
-        k = wg.wg_id - wg.chunk * per_chunk
+        k = wg.wg_id - wg.chunk * self.wgs_per_chunk     # its place in the chunk
         return (k % rows) * a, (wg.chunk * cols + k // rows) * b
 
     def wg_compute_cycles(self):
