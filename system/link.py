@@ -5,6 +5,11 @@ their ratios to the memory's bandwidth (see ``docs/system.md``).  Bandwidth is a
 ``num / den`` of a beat per cycle (a token bucket: ``num`` tokens arrive per cycle, a beat costs
 ``den``, at most one beat is in credit); latency is the number of cycles from a beat's
 acceptance at ``i`` to the earliest cycle it is offered on ``o``.
+
+With ``charge_headers=False`` a packet's header beat (``tuser``) costs no tokens: the bandwidth
+is the payload's, the paper's "simple link bandwidth and latency model" (section 5.1.1), in
+which only the data a GPU sends takes link time.  A header needs no tokens, only a cycle of
+the wire.
 """
 
 from amaranth import Cat, Module, Signal
@@ -39,6 +44,9 @@ class LinkModel(wiring.Component):
         Cycles from acceptance to the earliest offer on ``o`` (>= 2: the queue's own latency).
     num, den : int
         Bandwidth ``num / den`` beats per cycle (<= 1).
+    charge_headers : bool
+        Whether a header beat (``tuser = 1``) costs a beat's bandwidth (default) or only its
+        cycle on the wire.
     depth : int
         Beats in flight; by default enough to sustain the bandwidth over the latency
         (``ceil(latency * num / den) + 2``).
@@ -52,9 +60,11 @@ class LinkModel(wiring.Component):
         To the receiver, in order, each beat unchanged.
     """
 
-    def __init__(self, params: T3Params, latency=4, num=1, den=1, depth=None):
+    def __init__(self, params: T3Params, latency=4, num=1, den=1, depth=None,
+                 charge_headers=True):
         check_link(latency, num, den)
         self.params, self.latency, self.num, self.den = params, latency, num, den
+        self.charge_headers = bool(charge_headers)
         self.depth = depth or -(-latency * num // den) + 2
         super().__init__({"i": In(link_signature(params)), "o": Out(link_signature(params))})
 
@@ -67,12 +77,16 @@ class LinkModel(wiring.Component):
         m.submodules.q = q = SyncFIFOBuffered(width=width + len(now), depth=self.depth)
         tokens = Signal(range(2 * self.den + 1), init=self.den)
         can = tokens >= self.den
+        if not self.charge_headers:     # a header needs only the wire
+            can = can | self.i.tuser
         m.d.comb += [
             self.i.tready.eq(q.w_rdy & can),
             q.w_en.eq(self.i.tvalid & can),
             q.w_data.eq(Cat(self.i.tdata, self.i.tkeep, self.i.tlast, self.i.tuser, now)),
         ]
         take = self.i.tvalid & self.i.tready
+        if not self.charge_headers:
+            take = take & ~self.i.tuser
         refill = tokens + self.num - (take * self.den)
         # at most one beat (plus the fraction of the next) in credit: an idle link does not
         # store up a burst, a busy one keeps its exact average num / den

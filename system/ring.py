@@ -65,6 +65,9 @@ class Ring(wiring.Component):
     engine in the same cycle), ``done`` (Out: every engine is done), ``clk`` and ``rst``
     (synchronous, registered: it takes effect, and ends, one cycle after the port's).
 
+    ``charge_headers``: whether a link's packet header costs a beat of its bandwidth
+    (:class:`system.link.LinkModel`).
+
     ``engine_formats`` (default: the node's ALU formats) are the element types of the engines'
     step adders (:class:`system.engine.rtl.CUEngine`'s ``formats``).
 
@@ -75,7 +78,7 @@ class Ring(wiring.Component):
 
     def __init__(self, params: T3Params, nparams: NodeParams = NodeParams(), gpus=4,
                  latency=8, num=1, den=4, engines=None, clocked=True, flat=False,
-                 engine_formats=None):
+                 engine_formats=None, charge_headers=True):
         check_ring(nparams, gpus, latency, num, den)
         self.params, self.nparams, self.gpus = params, nparams, gpus
         self.latency, self.num, self.den = latency, num, den
@@ -94,7 +97,8 @@ class Ring(wiring.Component):
             self.nodes = [gpu.signature.create(path=(f"gpu{g}",)) for g in range(gpus)]
             for node in self.nodes:
                 node.cfg_addr_bits = gpu.cfg_addr_bits
-        self.links = [LinkModel(params, latency, num, den) for _ in range(gpus)]
+        self.links = [LinkModel(params, latency, num, den, charge_headers=charge_headers)
+                      for _ in range(gpus)]
         members = {}
         for g, node in enumerate(self.nodes):
             members[f"gpu{g}_cfg"] = In(axil_signature(node.cfg_addr_bits))

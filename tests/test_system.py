@@ -14,7 +14,7 @@ from l2.config import L2Params
 from sim.harness.runner import SIMULATORS, default_sim
 from sim.system.configure import CONFIGS
 from sim.system.run import run_config
-from sim.system.workload import LINK_BANDWIDTH, GemmSpec, balanced_k
+from sim.system.workload import LINK_BANDWIDTH, LINK_CHARGES_HEADERS, GemmSpec, balanced_k
 
 
 SMALL = dict(m=32, k=64, tile_rows=16, tile_cols=16, wfs_per_wg=2, cus=2)
@@ -44,8 +44,9 @@ def check_traffic(r, spec, gpus, config):
     else:
         assert d["rs_reads"] == d["rs_writes"] == gpus * (gpus - 2) * cb   # DMA tiles
     # over the links: every GPU sends G-1 chunks during the reduce-scatter, each payload beat
-    # once, and at most one header per payload beat; the utilisation is those beats over what
-    # the links can carry, so at most 1
+    # once, and at most one header per payload beat; the utilisation is the beats that cost
+    # bandwidth (the payload's: LINK_CHARGES_HEADERS is off) over what the links can carry,
+    # so at most 1
     assert d["link_payload_beats"] == gpus * (gpus - 1) * cb
     assert d["link_payload_beats"] < d["link_busy_beats"] <= 2 * d["link_payload_beats"]
     # the GEMM's waits at the MC arbiter: at most one per GPU and cycle of its phase
@@ -53,8 +54,8 @@ def check_traffic(r, spec, gpus, config):
     assert 0 <= r["compute_wait"] <= gpus * gemm_cycles
     cycles = r["phase_cycles"]["rs" if config == "sequential" else "gemm_rs"]
     num, den = LINK_BANDWIDTH
-    assert d["link_utilization"] == pytest.approx(
-        d["link_busy_beats"] / (cycles * gpus * num / den))
+    charged = d["link_busy_beats"] if LINK_CHARGES_HEADERS else d["link_payload_beats"]
+    assert d["link_utilization"] == pytest.approx(charged / (cycles * gpus * num / den))
     assert d["link_utilization"] <= 1.0
 
 

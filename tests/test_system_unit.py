@@ -253,6 +253,39 @@ def test_link_latency_bandwidth_order(latency, num, den, stall):
         assert all(c - s >= latency for (c, *_), s in zip(got, sent))
 
 
+@pytest.mark.parametrize("charge_headers", [True, False])
+def test_link_header_cost(charge_headers):
+    """Saturated with packets of one header and two payload beats, a link that charges headers
+    carries ``num / den`` beats per cycle; one that does not (the paper's link model) carries
+    ``num / den`` payload beats per cycle, its headers riding between them."""
+    num, den = 1, 4
+    dut = LinkModel(P, 4, num, den, charge_headers=charge_headers)
+    n = 90
+    sent = []
+
+    async def bench(ctx):
+        k = cycle = 0
+        ctx.set(dut.o.tready, 1)
+        while k < n and cycle < 5_000:
+            ctx.set(dut.i.tvalid, 1)
+            ctx.set(dut.i.tuser, k % 3 == 0)
+            ctx.set(dut.i.tlast, k % 3 == 2)
+            _, _, i_rdy = await ctx.tick().sample(dut.i.tready)
+            if i_rdy:
+                sent.append((cycle, k % 3 == 0))
+                k += 1
+            cycle += 1
+
+    run_testbench(dut, bench)
+    assert len(sent) == n
+    span = sent[-1][0] - sent[0][0]
+    charged = [c for c, header in sent if charge_headers or not header]
+    rate = (len(charged) - 1) / (charged[-1] - charged[0])
+    assert abs(rate - num / den) < 0.02 * num / den + 1 / span
+    if not charge_headers:      # all beats, headers included, at 3/2 the bandwidth
+        assert (n - 1) / span == pytest.approx(1.5 * num / den, rel=0.05)
+
+
 def test_link_settings_refused():
     with pytest.raises(ValueError, match="link latency must be an integer >= 2, not 1"):
         LinkModel(P, 1)

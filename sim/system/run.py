@@ -14,7 +14,7 @@ from system.engine.config import EngineParams
 from system.node import NodeParams
 from system.ring import MAX_GPUS
 from sim.harness.runner import default_sim, design_key, run_for_result
-from sim.system.workload import LINK_BANDWIDTH, SCALE, Workload
+from sim.system.workload import LINK_BANDWIDTH, LINK_CHARGES_HEADERS, SCALE, Workload
 
 
 __all__ = ["system_params", "node_params", "run_config", "check_config", "describe_scale",
@@ -211,19 +211,19 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
 
 def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
                bandwidth=LINK_BANDWIDTH, engines=True, mcq_depth=None, l2=None,
-               geometry=None):
+               geometry=None, charge_headers=LINK_CHARGES_HEADERS):
     """``(top name, make, cache key)`` of the ring a run uses (built once per key);
-    ``l2`` and ``geometry`` as in :func:`run_config`."""
+    ``l2``, ``geometry`` and ``charge_headers`` as in :func:`run_config`."""
     from system.ring import Ring
     memory_rows = memory_rows or memory_rows_for(gpus)
     params, nparams = geometry or system_params(memory_rows, mcq_depth, l2)
     eparams = ENGINE_PARAMS if engines is True else (engines or None)
     key = design_key(Ring, params.to_dict(), nparams.to_dict(), gpus, latency, bandwidth,
-                     eparams.to_dict() if eparams else None)
+                     eparams.to_dict() if eparams else None, charge_headers)
 
     def make():
         return Ring(params, nparams, gpus=gpus, latency=latency, num=bandwidth[0],
-                    den=bandwidth[1], engines=eparams)
+                    den=bandwidth[1], engines=eparams, charge_headers=charge_headers)
     return f"t3_ring{gpus}" + ("e" if eparams else ""), make, key
 
 
@@ -242,7 +242,8 @@ def idle_rate(gpus, *, sim=None, cycles=20_000, build_dir=None, **kwargs):
 def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=None,
                progress=None, memory_rows=None, latency=LINK_LATENCY,
                bandwidth=LINK_BANDWIDTH, engines=True, cxx_opt=None, timeline=None,
-               mcq_depth=None, l2=None, l2_config=None, geometry=None):
+               mcq_depth=None, l2=None, l2_config=None, geometry=None,
+               charge_headers=LINK_CHARGES_HEADERS):
     """Run ``config`` on a ring of ``gpus``; returns the result dict of
     :func:`sim.system.testbench.run_system`.  ``progress(line)`` sees the testbench's progress
     lines.  ``engines``: the GPUs' traffic comes from the GPU-side engines in the ring's RTL
@@ -257,7 +258,9 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     with ``l2_config`` (an :class:`l2.config.L2Config`; default :data:`SYSTEM_L2_CONFIG`).
     ``geometry``: ``(T3Params, NodeParams)`` in place of the system's (:func:`system_params`;
     ``memory_rows``, ``mcq_depth`` and ``l2`` then do nothing), e.g. the board's
-    (:class:`system.board.BoardParams`)."""
+    (:class:`system.board.BoardParams`).  ``charge_headers``: whether a link packet's header
+    costs link bandwidth (default :data:`sim.system.workload.LINK_CHARGES_HEADERS`: no, as the
+    paper's link model)."""
     import sim.system.testbench as tb
     sim = sim or default_sim()
     check_int("gpus", gpus, 2, MAX_GPUS)
@@ -276,12 +279,13 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     config_json = {"params": params.to_dict(), "nparams": nparams.to_dict(), "gpus": gpus,
                    "spec": spec.__dict__, "config": config, "seed": seed,
                    "progress": str(progress_file), "timeline": timeline,
-                   "bandwidth": list(bandwidth),
+                   "bandwidth": list(bandwidth), "charge_headers": bool(charge_headers),
                    "engines": eparams.to_dict() if eparams else None,
                    "l2_config": dataclasses.asdict(l2_config) if l2_config else None}
     top, make, key = ring_build(gpus, sim, memory_rows=memory_rows, latency=latency,
                                 bandwidth=bandwidth, engines=eparams or False,
-                                mcq_depth=mcq_depth, geometry=(params, nparams))
+                                mcq_depth=mcq_depth, geometry=(params, nparams),
+                                charge_headers=charge_headers)
     stop = threading.Event()
 
     def follow():

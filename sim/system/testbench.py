@@ -46,9 +46,10 @@ L2_LIVE = L2_STATUS.mask("flushing", "empty", "init")
 
 
 #: What the timeline samples on every GPU: cumulative counters (the GEMM's requests and
-#: stores, the link's busy cycles, received beats, compute waits at the arbiter) and levels
-#: (the MCQ's entries, the compute stream's among them, the Tracker's entries).
-TIMELINE_REGS = [("gpu", "stores"), ("gpu", "reads"), ("dma", "link_busy"),
+#: stores, the link's busy cycles and payload beats sent, received beats, compute waits at
+#: the arbiter) and levels (the MCQ's entries, the compute stream's among them, the Tracker's
+#: entries).
+TIMELINE_REGS = [("gpu", "stores"), ("gpu", "reads"), ("dma", "link_busy"), ("dma", "beats_sent"),
                  ("dma", "beats_received"), ("arbiter", "compute_wait"),
                  ("arbiter", "occupancy"), ("arbiter", "compute_occupancy"),
                  ("tracker", "occupancy")]
@@ -78,6 +79,7 @@ class RingHost:
         self.limit = 50_000 + 20 * int(est["gemm_cycles_estimate"] + est["rs_cycles_estimate"])
         self.progress = progress or (lambda text: None)
         self.bandwidth = LINK_BANDWIDTH             # the links' beats per cycle (num, den)
+        self.charge_headers = True                  # whether a header costs link bandwidth
 
     # --- configuration port ---------------------------------------------------------------
 
@@ -140,7 +142,8 @@ class RingHost:
             cycles = {"gemm_rs": ph["gemm_rs"]["cycles"]}
             link_phase = gemm_phase = "gemm_rs"
         cycles["ag"] = ph["ag"]["cycles"]
-        link_util = link_utilization(ph[link_phase], self.gpus, self.bandwidth)
+        link_util = link_utilization(ph[link_phase], self.gpus, self.bandwidth,
+                                     self.charge_headers)
         after = ph["check"]["after"]
         return {
             "config": self.config, "gpus": self.gpus, "workload": dict(
@@ -491,6 +494,7 @@ async def run_system(dut):
         system = System(dut, params, nparams, wl, cfg["config"], progress)
     if cfg.get("bandwidth"):
         system.bandwidth = tuple(cfg["bandwidth"])
+    system.charge_headers = cfg.get("charge_headers", True)
     if nparams.l2 is not None:
         from l2.config import L2Config
         from sim.system.run import SYSTEM_L2_CONFIG
@@ -510,6 +514,7 @@ async def run_system(dut):
             result["timeline"] = {"period": cfg["timeline"], "regs": [
                 f"{b}.{n}" for b, n in TIMELINE_REGS], "samples": system.timeline,
                 "spans": system.spans, "link": list(system.bandwidth),
+                "charge_headers": system.charge_headers,
                 "chunk_beats": system.layout["chunk_beats"]}
         errors = {g: {k: v for k, v in st.items() if v} for g, st in result["status"].items()}
         errors = {g: e for g, e in errors.items() if e}

@@ -5,8 +5,9 @@ Per GPU and sampling interval:
 
 * **GEMM stage** — the ring step whose output the GEMM is storing: ``stores / chunk beats``
   + 1 (each step stores one chunk); blank while the GEMM issues no request;
-* **link busy** — the fraction of the link's capacity the DMA engine used (``link_busy``
-  over the interval x the link's beats per cycle): the RS steps;
+* **link busy** — the fraction of the link's capacity the DMA engine used (``link_busy``, or
+  with headers that cost no bandwidth the payload's ``beats_sent``, over the interval x the
+  link's beats per cycle): the RS steps;
 * **MCQ, compute / communication** — the memory controller queue's entries by stream at the
   sample;
 * **Tracker** — its valid entries at the sample;
@@ -42,6 +43,7 @@ def series(result):
     gpus = result["gpus"]
     chunk_beats = tl["chunk_beats"]
     link = tl["link"][0] / tl["link"][1]
+    sent = "dma.link_busy" if tl.get("charge_headers", True) else "dma.beats_sent"
     out = {"cycles": [s["cycle"] for s in samples],
            "phases": [(name, a, b) for name, (a, b) in tl["spans"].items()]}
     for key, _, _ in PANELS:
@@ -65,7 +67,7 @@ def series(result):
                 dt = max(1, s["cycle"] - prev["cycle"])
                 p = prev["gpus"][g]
                 out["link"][g].append(
-                    (values[at["dma.link_busy"]] - p[at["dma.link_busy"]]) / (dt * link))
+                    (values[at[sent]] - p[at[sent]]) / (dt * link))
                 out["stalled"][g].append(
                     (values[at["arbiter.compute_wait"]] - p[at["arbiter.compute_wait"]]) / dt)
         prev = s

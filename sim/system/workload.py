@@ -62,6 +62,13 @@ SCALE = PAPER["hbm_bytes_per_cycle"] / MODEL_HBM_BYTES_PER_CYCLE
 #: Scaled link: 1.2 B/cycle = 3/80 of a 32-byte beat per cycle.
 LINK_BANDWIDTH = (3, 80)
 
+#: Whether a link packet's header beat costs link bandwidth.  The paper models the ring with
+#: "a simple link bandwidth and latency model" (section 5.1.1): the data a GPU sends takes
+#: link time, framing does not.  Charged, the CUs' write-combined remote stores (runs of a few
+#: beats, one header each) would pay about a third more link time than the DMA's tile packets
+#: for the same payload, which tilts the comparison towards T3 (``docs/paper.md``).
+LINK_CHARGES_HEADERS = False
+
 
 #: The most elements a GPU's two operands (A and B) may have together.
 MAX_OPERAND_ELEMS = 1 << 26
