@@ -2,6 +2,7 @@
 the tables and the report on a stored result (hand-computed), the sweep of real runs through
 a Dask ``LocalCluster`` with one job made to fail, and the timeline of a run."""
 
+import dataclasses
 import json
 import math
 
@@ -183,6 +184,32 @@ def test_sweep_parameters_and_refusals():
     with pytest.raises(ValueError, match="sweep point m=24: m 24 is not a multiple of "
                                          "tile_rows 16"):
         check_points(sweep_points(GemmSpec(**TINY), {"m": [24]}), 2, ("t3",), {})
+
+
+def test_sweep_of_link_headers_and_l2_ways():
+    """``link_headers`` sets the links' charge for a header; ``l2_ways`` the ways of every
+    node's L2 (of the base ring's L2, else the paper's; 0 removes it), refusing more ways
+    than the L2 has."""
+    from l2.config import L2Params
+    from sim.system.run import PAPER_L2, SYSTEM_L2_CONFIG
+    from sim.system.sweeps import check_points, parse_vary, sweep_jobs, sweep_points
+    from sim.system.workload import GemmSpec
+    vary = parse_vary(["link_headers=charged,free", "l2_ways=0,3"])
+    points = sweep_points(GemmSpec(**TINY), vary)
+    jobs = {job.name: job.args[3] for job in sweep_jobs(points, 2, ("t3",), {})}
+    assert jobs["link_headers=charged, l2_ways=0/t3"] == {"charge_headers": True, "l2": None,
+                                                          "l2_config": None}
+    free = jobs["link_headers=free, l2_ways=3/t3"]
+    assert free["charge_headers"] is False and free["l2"] == dataclasses.asdict(PAPER_L2)
+    assert free["l2_config"]["ways_used"] == 3
+    assert free["l2_config"]["hit_latency"] == SYSTEM_L2_CONFIG.hit_latency
+    small = L2Params(sets=16, ways=2, banks=2, mshrs=8, depth=32)
+    with pytest.raises(ValueError, match="sweep point l2_ways=3: l2_ways 3 exceeds the L2's "
+                                         "2 ways"):
+        check_points(sweep_points(GemmSpec(**TINY), {"l2_ways": [3]}), 2, ("t3",),
+                     {"l2": small})
+    with pytest.raises(ValueError, match="link_headers must be charged or free, not 'none'"):
+        parse_vary(["link_headers=none"])
 
 
 # --- real runs: the sweep on Dask, the timeline ---------------------------------------------------

@@ -3,7 +3,10 @@ and configuration an independent job on Dask (:mod:`sim.sweep`), every run verif
 
 Parameters (:data:`PARAMETERS`): the workload's ``m``, ``n``, ``k``, ``cus``, ``wfs_per_wg``,
 ``dtype``; the ring's ``link_bw`` (``NUM/DEN`` beats per cycle), ``link_latency`` (cycles),
-``mcq_depth`` (the memory controller queue's entries) and ``memory_rows``.  A point that
+``link_headers`` (``charged``: a packet's header beat costs link bandwidth; ``free``: only
+the payload does, the paper's link model and the default), ``mcq_depth`` (the memory
+controller queue's entries), ``memory_rows`` and ``l2_ways`` (the ways of every node's L2 in
+use, of the preset's L2 or :data:`sim.system.run.PAPER_L2`; 0: no L2).  A point that
 changes the ring builds (and caches) that ring once.
 """
 
@@ -43,6 +46,12 @@ def _dtype(text):
     return text
 
 
+def _headers(text):
+    if text not in ("charged", "free"):
+        raise ValueError(f"link_headers must be charged or free, not {text!r}")
+    return text
+
+
 #: name -> (parser of one value, "workload" or "ring").
 PARAMETERS = {"m": (_int("m", 1), "workload"), "n": (_int("n", 1), "workload"),
               "k": (_int("k", 1), "workload"), "cus": (_int("cus", 1, 16), "workload"),
@@ -50,7 +59,9 @@ PARAMETERS = {"m": (_int("m", 1), "workload"), "n": (_int("n", 1), "workload"),
               "dtype": (_dtype, "workload"), "link_bw": (_bw, "ring"),
               "link_latency": (_int("link_latency", 2, 100_000), "ring"),
               "mcq_depth": (_int("mcq_depth", 2, 1024), "ring"),
-              "memory_rows": (_int("memory_rows", 1, 1024), "ring")}
+              "memory_rows": (_int("memory_rows", 1, 1024), "ring"),
+              "link_headers": (_headers, "ring"),
+              "l2_ways": (_int("l2_ways", 0, 64), "ring")}
 
 
 def parse_vary(texts):
@@ -97,6 +108,20 @@ def _ring_kwargs(ring, base_ring):
     for name in ("mcq_depth", "memory_rows"):
         if name in ring:
             out[name] = ring[name]
+    if "link_headers" in ring:
+        out["charge_headers"] = ring["link_headers"] == "charged"
+    if "l2_ways" in ring:
+        from sim.system.run import PAPER_L2, SYSTEM_L2_CONFIG
+        ways = ring["l2_ways"]
+        if ways == 0:
+            out["l2"] = out["l2_config"] = None
+        else:
+            l2 = out.get("l2") or PAPER_L2
+            if ways > l2.ways:
+                raise ValueError(f"l2_ways {ways} exceeds the L2's {l2.ways} ways")
+            out["l2"] = l2
+            out["l2_config"] = dataclasses.replace(out.get("l2_config") or SYSTEM_L2_CONFIG,
+                                                   ways_used=ways)
     return out
 
 
@@ -105,8 +130,8 @@ def check_points(points, gpus, configs, base_ring):
     from sim.system.run import ENGINE_PARAMS, check_config, memory_rows_for, system_params
     from sim.system.workload import GemmSpec
     for label, fields, ring in points:
-        kw = _ring_kwargs(ring, base_ring)
         try:
+            kw = _ring_kwargs(ring, base_ring)
             spec = GemmSpec(**fields)
             params, nparams = system_params(kw.get("memory_rows") or memory_rows_for(gpus),
                                             kw.get("mcq_depth"), kw.get("l2"))
