@@ -11,7 +11,8 @@ import pytest
 from hw.params import T3Params
 from sim.system.paper import (FIGURE16_CASES, LARGE_CASES, RUNS, check_cases, figure16_lines,
                               figure16_rows, figure18_rows, paper_jobs, select_cases,
-                              select_configs, write_report)
+                              select_configs, side_by_side_markdown, side_by_side_rows,
+                              write_report)
 from sim.system.workload import (PAPER, PRESETS, SCALE, Workload, link_latency_for, preset,
                                  scaled_cus)
 
@@ -159,6 +160,29 @@ def test_figure16_and_18_tables_on_a_stored_result(tmp_path):
     assert (tmp_path / "r" / "figure16.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     stored = json.loads((tmp_path / "r" / "results.json").read_text())
     assert stored["results"] == STORED and stored["scale"] == 0.5
+
+
+def test_side_by_side_on_a_stored_result():
+    """The paper's statements beside the model's measures, computed by hand from STORED."""
+    rows = {statement: model for statement, _, model in side_by_side_rows(STORED)}
+    assert len(rows) == 16
+    # ideal: A 1000 / 600, B 2000 / 1500; geomean sqrt(5/3 * 4/3)
+    assert rows["Ideal-GEMM-RS-Overlap, geomean / max (6.1.1)"] == "1.49× / 1.67×"
+    assert rows["T-NLG FC-1 TP 16's ideal, the best case (6.1.1)"] == "—"   # not run
+    # NMC alone: A's RS 400 against rs-nmc's 300 cycles
+    assert rows["RS faster with NMC alone, geomean by TP (6.1.1)"] == "TP 8 33 %"
+    assert rows["T3, geomean / max (6.1.2)"] == "1.25× / 1.25×"
+    assert rows["OP layers: T3 against Ideal-GEMM-RS-Overlap (6.1.2)"] == "0.75 of it"
+    assert rows["FC layers: T3 against Ideal-GEMM-RS-Overlap (6.1.2)"] == "0.94 of it"
+    # T3-MCA: A 4/3, B 5/4; over T3: A 16/15, B 1
+    assert rows["T3-MCA, geomean / max (6.1.3)"] == "1.29× / 1.33×"
+    assert rows["T3-MCA over T3, geomean / max (6.1.3)"] == "1.03× / 1.07×"
+    assert rows["T3-MCA's geomean below Ideal-GEMM-RS-Overlap's (6.1.3)"] == "13 %"
+    # GEMM reads: A 1x, B 2x (T3-MCA's 800 against 1600); both TP 8
+    assert rows["GEMM reads reduction, geomean by TP (6.2)"] == "1.41×: TP 8 1.41×"
+    md = side_by_side_markdown(STORED)
+    assert md[0] == "| the paper states (section) | the paper | the model |"
+    assert "| T3, geomean / max (6.1.2) | 1.20× / 1.39× | 1.25× / 1.25× |" in md
 
 
 def test_sweep_parameters_and_refusals():

@@ -84,10 +84,11 @@ def _marker(scale, end=False):
 
 def tables(results):
     """The markdown of one scale's generated section: Figure 16's speedups, the GEMM's waits
-    at the MC, Figure 18's reductions."""
-    from sim.system.paper import figure16_markdown, figure18_markdown, stall_markdown
+    at the MC, Figure 18's reductions, and every number the paper states beside the model's."""
+    from sim.system.paper import (figure16_markdown, figure18_markdown, side_by_side_markdown,
+                                  stall_markdown)
     return "\n".join(figure16_markdown(results) + [""] + stall_markdown(results) + [""] +
-                     figure18_markdown(results))
+                     figure18_markdown(results) + [""] + side_by_side_markdown(results))
 
 
 def pending(scale, root=ROOT):

@@ -24,7 +24,8 @@ from sim.system.workload import PRESETS, SUBLAYERS, scaled_cus
 __all__ = ["FIGURE16_CASES", "LARGE_CASES", "RUNS", "DEFAULT_SCALE", "PAPER_MEMORY_ROWS", "PAPER_ENGINE",
            "PAPER_STATED", "paper_jobs", "evaluate", "select_cases",
            "select_configs", "figure16_rows", "figure16_lines", "figure18_rows",
-           "figure18_lines", "write_report", "geomean", "check_cases"]
+           "figure18_lines", "write_report", "geomean", "check_cases", "side_by_side_rows",
+           "side_by_side_markdown"]
 
 
 #: Figure 16's cases, in the paper's grouping: model, TP degree, sub-layer.
@@ -347,6 +348,106 @@ def figure18_markdown(results, config="t3-mca"):
                   f"{_f(summary['rs_reads'][i], '{:.2f}x')} | "
                   f"{pct(summary['writes'][i])} | "
                   f"{_f(summary['gemm_reads'][i], '{:.2f}x')} |")
+    return md
+
+
+def _by_tp(results):
+    """``{tp: results of that TP degree's cases}`` (the case name's ``-TP<n>``), smallest TP
+    first."""
+    out = {}
+    for case, runs in results.items():
+        out.setdefault(int(case.rsplit("-TP", 1)[1]), {})[case] = runs
+    return dict(sorted(out.items()))
+
+
+def side_by_side_rows(results):
+    """Every number section 6 of the paper states about the Figure 16 cases, beside the
+    model's measure of it from ``results``: ``[(statement, the paper's value, the
+    model's)]``; a measure the results cannot give (a case or run missing) is ``—``."""
+    rows16, summary = figure16_rows(results)
+    speed = {case: s for case, s, _ in rows16}
+    _, dram = figure18_rows(results)
+    by_tp = _by_tp(results)
+    x = (lambda v: _f(v, "{:.2f}×"))
+    pct = (lambda v: _f(None if v is None else 100 * v, "{:.0f} %"))
+
+    def pair(bar):
+        g, m = summary[bar]
+        return f"{x(g)} / {x(m)}"
+
+    def case(name, bar):
+        return x(speed.get(name, {}).get(bar))
+
+    def ratio_range(names, bar, over="Ideal-GEMM-RS-Overlap"):
+        values = [speed[n][bar] / speed[n][over] for n in names
+                  if n in speed and speed[n][bar] and speed[n][over]]
+        if not values:
+            return "—"
+        low, high = f"{min(values):.2f}", f"{max(values):.2f}"
+        return f"{low} of it" if low == high else f"{low}–{high} of it"
+
+    def per_tp(key, fmt):
+        parts = []
+        for tp, sub in by_tp.items():
+            value = figure18_rows(sub)[1][key][0]
+            parts.append(f"TP {tp} {fmt(value)}")
+        return ", ".join(parts)
+
+    def nmc_rs():
+        parts = []
+        for tp, sub in by_tp.items():
+            gains = [runs["sequential"]["phase_cycles"]["rs"] /
+                     runs[ISOLATED_RS]["phase_cycles"]["gemm_rs"]
+                     for runs in sub.values() if "sequential" in runs and ISOLATED_RS in runs]
+            g = geomean(gains)
+            parts.append(f"TP {tp} {pct(None if g is None else g - 1)}")
+        return ", ".join(parts) or "—"
+
+    def over(bar, base):
+        values = [s[bar] / s[base] for s in speed.values() if s[bar] and s[base]]
+        return f"{x(geomean(values))} / {x(max(values))}" if values else "—"
+
+    nmc_extra = [s["Ideal-RS+NMC"] / s["Ideal-GEMM-RS-Overlap"] - 1 for s in speed.values()
+                 if s["Ideal-RS+NMC"] and s["Ideal-GEMM-RS-Overlap"]]
+    ideal_g, mca_g = summary["Ideal-GEMM-RS-Overlap"][0], summary["T3-MCA"][0]
+    ops = [n for n in speed if "-OP-" in n]
+    fcs = [n for n in speed if "-FC-" in n]
+    return [
+        ("Ideal-GEMM-RS-Overlap, geomean / max (6.1.1)", "1.35× / 1.50×",
+         pair("Ideal-GEMM-RS-Overlap")),
+        ("T-NLG FC-1 TP 16's ideal, the best case (6.1.1)", "1.50×",
+         case("T-NLG-FC-1-TP16", "Ideal-GEMM-RS-Overlap")),
+        ("Mega-GPT-2 OP TP 16's ideal, the worst case (6.1.1)", "1.15×",
+         case("Mega-GPT-2-OP-TP16", "Ideal-GEMM-RS-Overlap")),
+        ("RS faster with NMC alone, geomean by TP (6.1.1)", "TP 8 7 %, TP 16 3 %", nmc_rs()),
+        ("Ideal-RS+NMC over Ideal-GEMM-RS-Overlap, max (6.1.1)", "4 %",
+         pct(max(nmc_extra)) if nmc_extra else "—"),
+        ("T3, geomean / max (6.1.2)", "1.20× / 1.39×", pair("T3")),
+        ("OP layers: T3 against Ideal-GEMM-RS-Overlap (6.1.2)", "close to it, above it in some",
+         ratio_range(ops, "T3")),
+        ("FC layers: T3 against Ideal-GEMM-RS-Overlap (6.1.2)", "many more than 15 % below",
+         ratio_range(fcs, "T3")),
+        ("T3-MCA, geomean / max (6.1.3)", "1.30× / 1.47×", pair("T3-MCA")),
+        ("T3-MCA over T3, geomean / max (6.1.3)", "1.13× / 1.29×", over("T3-MCA", "T3")),
+        ("T3-MCA's geomean below Ideal-GEMM-RS-Overlap's (6.1.3)", "5 %",
+         pct(None if not (ideal_g and mca_g) else 1 - mca_g / ideal_g)),
+        ("T-NLG FC-1 TP 16: T3-MCA against its ideal, far below (6.1.3)", "far",
+         ratio_range(["T-NLG-FC-1-TP16"], "T3-MCA")),
+        ("DRAM accesses saved, geomean / max (6.2)", "22 % / 36 %",
+         f"{pct(dram['total'][0])} / {pct(dram['total'][1])}"),
+        ("RS reads reduction, geomean by TP (6.2)", "2.4×: TP 8 2.5×, TP 16 2.2×",
+         f"{x(dram['rs_reads'][0])}: {per_tp('rs_reads', x)}"),
+        ("GEMM + RS writes saved, geomean by TP (6.2)", "10 %: TP 8 14 %, TP 16 7 %",
+         f"{pct(dram['writes'][0])}: {per_tp('writes', pct)}"),
+        ("GEMM reads reduction, geomean by TP (6.2)", "1.56×: TP 8 1.2×, TP 16 2×",
+         f"{x(dram['gemm_reads'][0])}: {per_tp('gemm_reads', x)}"),
+    ]
+
+
+def side_by_side_markdown(results):
+    """:func:`side_by_side_rows` as a Markdown table."""
+    md = ["| the paper states (section) | the paper | the model |", "|---|---|---|"]
+    md += [f"| {a} | {b} | {c} |" for a, b, c in side_by_side_rows(results)]
     return md
 
 
