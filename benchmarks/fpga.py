@@ -22,8 +22,9 @@ FLOOR_MHZ = 75
 AIM_MHZ = 100
 
 DEFAULT_BLOCKS = ("tracker", "mc_arbiter", "dma", "nmc")
-#: every block the benchmark places (the node with ``--blocks node``: tens of minutes)
-KNOWN = DEFAULT_BLOCKS + ("node",)
+#: every block the benchmark places (the node with ``--blocks node``: tens of minutes;
+#: ``node-l2``, the paper rings' node with its L2, longer)
+KNOWN = DEFAULT_BLOCKS + ("node", "node-l2")
 
 
 def build(name):
@@ -48,9 +49,11 @@ def build(name):
         from nmc.config import NMCParams
         from nmc.rtl import NMCUnit
         return NMCUnit(T3Params(), NMCParams()), "t3_nmc"
-    if name == "node":
+    if name in ("node", "node-l2"):
+        from sim.system.run import PAPER_L2
         from system.node import GPUNode
-        return GPUNode(T3Params(), node_params(MEMORY_ROWS)), "t3_node"
+        l2 = PAPER_L2 if name == "node-l2" else None
+        return GPUNode(T3Params(), node_params(MEMORY_ROWS, l2=l2)), "t3_node"
     raise ValueError(f"block must be one of {', '.join(KNOWN)}, not {name!r}")
 
 

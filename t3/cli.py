@@ -197,18 +197,25 @@ def _node_args(parser):
     g = parser.add_argument_group("GPU node")
     g.add_argument("--memory-rows", type=_int_arg(1), default=MEMORY_ROWS,
                    help=f"HBM rows per bank (default {MEMORY_ROWS}: 128 KiB)")
+    g.add_argument("--l2", action="store_true",
+                   help="with the paper rings' L2 (128 sets x 16 ways of 32 bytes, 4 banks: "
+                        "docs/l2.md)")
+
+
+def _node_params(args):
+    from sim.system.run import PAPER_L2, node_params
+    return node_params(args.memory_rows, l2=PAPER_L2 if args.l2 else None)
 
 
 def _node(args):
-    from sim.system.run import node_params
     from system.node import GPUNode
-    return GPUNode(_params(args), node_params(args.memory_rows))
+    return GPUNode(_params(args), _node_params(args))
 
 
 def _gpu(args):
-    from sim.system.run import ENGINE_PARAMS, node_params
+    from sim.system.run import ENGINE_PARAMS
     from system.gpu import GPU
-    return GPU(_params(args), node_params(args.memory_rows), ENGINE_PARAMS)
+    return GPU(_params(args), _node_params(args), ENGINE_PARAMS)
 
 
 def _ring_args(parser):
@@ -845,7 +852,8 @@ def main(argv=None):
                                                {"system", "fpga"}))
     bench.add_argument("--blocks", type=_blocks_arg,
                        help="fpga: comma-separated blocks to place and route (default "
-                            "tracker,mc_arbiter,dma,nmc; node takes tens of minutes)")
+                            "tracker,mc_arbiter,dma,nmc; node, and node-l2 with the paper "
+                            "rings' L2, take tens of minutes)")
     bench.add_argument("--sims", help="comma-separated simulators (default: all of the block's)")
     bench.add_argument("--no-synth", action="store_true",
                        help="skip the FPGA resource figures (Yosys synthesis, ~1 minute)")

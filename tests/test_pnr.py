@@ -78,10 +78,15 @@ def test_block_fmax_stays_above_its_floor(block, t3_options):
         f"{result.path_from} -> {result.path_to}, {result.path_ns:.2f} ns")
 
 
-@pytest.mark.parametrize("block", sorted(FLOORS))
+#: ``t3 bench fpga``'s blocks that ``t3 synth ecp5`` builds with options: (block, options)
+CLI_OPTIONS = {"node-l2": ("node", ["--l2"])}
+
+
+@pytest.mark.parametrize("block", sorted(FLOORS) + sorted(CLI_OPTIONS))
 def test_the_benchmark_places_what_t3_synth_builds(block):
     """``t3 bench fpga`` builds each block from its dataclasses' defaults (the benchmarks stand
-    below ``t3``); ``t3 synth ecp5 BLOCK`` with no options must build the same design."""
+    below ``t3``); ``t3 synth ecp5 BLOCK`` with no options (``node-l2``: ``node --l2``) must
+    build the same design."""
     import argparse
     import dataclasses
     import gc
@@ -89,12 +94,13 @@ def test_the_benchmark_places_what_t3_synth_builds(block):
     from amaranth.hdl import UnusedElaboratable
     from benchmarks.fpga import build
     from t3.cli import BLOCKS, _system_args
-    cli_top, add_args, make = BLOCKS[block]
+    name, argv = CLI_OPTIONS.get(block, (block, []))
+    cli_top, add_args, make = BLOCKS[name]
     parser = argparse.ArgumentParser()
     _system_args(parser)
     add_args(parser)
     ours, top = build(block)
-    theirs = make(parser.parse_args([]))
+    theirs = make(parser.parse_args(argv))
 
     def params(component):
         return {k: v for k, v in vars(component).items() if dataclasses.is_dataclass(v)}
@@ -110,7 +116,7 @@ def test_the_benchmark_places_what_t3_synth_builds(block):
 def test_the_benchmark_refuses_an_unknown_block():
     from benchmarks.fpga import build
     with pytest.raises(ValueError, match="block must be one of tracker, mc_arbiter, dma, nmc, "
-                                         "node, not 'ring'"):
+                                         "node, node-l2, not 'ring'"):
         build("ring")
 
 
