@@ -34,8 +34,8 @@ FIGURE16_CASES = tuple(f"{model}-{sub}-TP{tp}" for model in ("Mega-GPT-2", "T-NL
 #: Section 6.4's larger models at TP 32.
 LARGE_CASES = tuple(name for name in PRESETS if PRESETS[name]["tp"] == 32)
 
-#: The scale ``t3 paper`` runs at unless told: 4 CUs a scaled GPU; the 16 Figure 16 cases take
-#: about 31 minutes on 2 cores with the rings built (scale 1 has twice the cycles).
+#: The scale ``t3 paper`` runs at unless told: 4 CUs a scaled GPU (scale 1 has about twice the
+#: cycles); ``docs/paper.md`` gives the set's run time on 2 cores.
 DEFAULT_SCALE = 0.5
 
 #: The runs of one case: the three configurations and the isolated RS with NMC.
@@ -109,10 +109,10 @@ def check_cases(cases, scale, configs=RUNS):
 
 
 def paper_jobs(cases, configs, scale=None, sim=None):
-    scale = DEFAULT_SCALE if scale is None else scale
     """The :class:`sim.sweep.Job` list, the longest first (a ring of more GPUs, then a
     larger K), so that two workers finish together."""
     from sim.sweep import Job
+    scale = DEFAULT_SCALE if scale is None else scale
     jobs = []
     for name in cases:
         for config in configs:
