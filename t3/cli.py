@@ -433,10 +433,14 @@ def _workload(args):
     TP degree unless ``--gpus`` says otherwise, with the paper rings' memory, engines and
     scaled link latency); sets ``args.gpus``."""
     from sim.system.run import preset_setup
-    from sim.system.workload import PRESETS, workload_spec
+    from sim.system.workload import PRESETS, preset, workload_spec
     if args.gpus is None:
         args.gpus = PRESETS[args.preset]["tp"] if args.preset else 4
     spec = workload_spec(args.gpus, args.preset, args.m, args.n, args.k, args.dtype)
+    if args.scale is not None:
+        if not args.preset:
+            raise ValueError("--scale sizes a preset's GPU; it needs --preset")
+        spec = preset(args.preset, args.gpus, scale=args.scale, dtype=spec.dtype)
     ring = preset_setup(spec, args.gpus) if args.preset else {}
     if getattr(args, "memory_rows", None):
         ring["memory_rows"] = args.memory_rows
@@ -633,6 +637,9 @@ def _workload_args(p):
     g.add_argument("--preset", choices=sorted(PRESETS), metavar="NAME",
                    help="a Table 2 sub-layer, scaled (docs/paper.md) and run on a ring of its "
                         "TP degree: " + ", ".join(sorted(PRESETS)))
+    g.add_argument("--scale", type=_scale_arg, default=None,
+                   help="with --preset: size of the scaled GPU, 0 < SCALE <= 1, 8 x SCALE CUs "
+                        "(default 1; t3 paper's default is 0.5)")
     g.add_argument("--m", type=_int_arg(1), help="rows of the output (default 64)")
     g.add_argument("--n", type=_int_arg(1), help="columns of the output (default 32 x gpus)")
     g.add_argument("--k", type=_int_arg(1), help="inner dimension per GPU (default: balanced)")

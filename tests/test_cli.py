@@ -81,10 +81,27 @@ def test_run_prints_a_verified_summary_and_json(tmp_path, capsys):
     assert result["cycles"] == sum(result["phase_cycles"].values())
 
 
+def test_a_presets_scale_sizes_its_gpu():
+    """``--scale`` gives the preset of ``t3 paper --scale`` (its CUs and WGs per step) on the
+    same ring settings."""
+    import argparse
+    from sim.system.cases import case_setup
+    from t3.cli import _workload
+    args = argparse.Namespace(gpus=None, preset="T-NLG-FC-1-TP16", m=None, n=None, k=None,
+                              dtype=None, scale=0.5)
+    spec, ring = _workload(args)
+    paper_spec, gpus, latency = case_setup("T-NLG-FC-1-TP16", 0.5)
+    assert spec == paper_spec and spec.cus == 4 and args.gpus == gpus == 16
+    assert ring["latency"] == latency
+
+
 @pytest.mark.parametrize("args, message", [
     (["--gpus", "4", "--n", "48"], "n 48 is not a multiple of gpus x tile_cols"),
     (["--gpus", "4", "--m", "24"], "m 24 is not a multiple of tile_rows 16"),
     (["--preset", "T-NLG-OP-TP8", "--k", "64"], "--preset and --m/--n/--k exclude each other"),
+    (["--scale", "0.5"], "--scale sizes a preset's GPU; it needs --preset"),
+    (["--preset", "T-NLG-OP-TP8", "--scale", "1.5"],
+     "argument --scale: must be a number in (0, 1], not '1.5'"),
 ])
 def test_run_refuses_bad_workloads(args, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
