@@ -162,6 +162,18 @@ def test_figure16_and_18_tables_on_a_stored_result(tmp_path):
     assert stored["results"] == STORED and stored["scale"] == 0.5
 
 
+def test_gemm_efficiency_against_the_peak():
+    """Sequential's GEMM phase against 2 M N K at the scaled GPU's peak: 28,672 fp16 flop per
+    cycle / 62.5 (Table 1 and the scaling rule); fp32 at half the rate."""
+    from sim.system.paper import gemm_efficiency
+    run = {"workload": {"m": 32, "n": 64, "k": 64, "dtype": "fp16"},
+           "phase_cycles": {"gemm": 1000}}
+    assert gemm_efficiency(run) == pytest.approx(2 * 32 * 64 * 64 / (28_672 / 62.5) / 1000)
+    run["workload"]["dtype"] = "fp32"
+    assert gemm_efficiency(run) == pytest.approx(2 * 2 * 32 * 64 * 64 / (28_672 / 62.5) / 1000)
+    assert gemm_efficiency(None) is None and gemm_efficiency(STORED["A-OP-TP8"]["t3"]) is None
+
+
 def test_side_by_side_on_a_stored_result():
     """The paper's statements beside the model's measures, computed by hand from STORED."""
     rows = {statement: model for statement, _, model in side_by_side_rows(STORED)}

@@ -309,8 +309,9 @@ def stall_markdown(results):
     """The GEMM's stalls at the memory controller (Figure 17's measure): the cycles its
     requests waited at the MC arbiter during its phase, per GPU, for each configuration; and
     the L2's hit rate of the GEMM's reads."""
-    md = ["| case | Sequential | T3 | T3-MCA | MCA threshold | L2 hits (Seq / T3-MCA) |",
-          "|---|---:|---:|---:|---:|---:|"]
+    md = ["| case | Sequential | T3 | T3-MCA | MCA threshold | L2 hits (Seq / T3-MCA) | "
+          "Sequential's GEMM, of the CUs' peak |",
+          "|---|---:|---:|---:|---:|---:|---:|"]
     for case, runs in results.items():
         def wait(config):
             r = runs.get(config)
@@ -328,8 +329,21 @@ def stall_markdown(results):
         mca = runs.get("t3-mca", {}).get("arbiter_threshold")
         md.append(f"| {case} | {wait('sequential')} | {wait('t3')} | {wait('t3-mca')} | "
                   f"{'—' if not mca else '/'.join(str(t) for t in sorted(set(mca)))} | "
-                  f"{hits('sequential')} / {hits('t3-mca')} |")
+                  f"{hits('sequential')} / {hits('t3-mca')} | "
+                  f"{_f(gemm_efficiency(runs.get('sequential')), '{:.0%}')} |")
     return md
+
+
+def gemm_efficiency(run):
+    """The fraction of the CUs' peak a Sequential run's GEMM reached: its cycles at the peak
+    flop rate (``2 M N K / F``, :attr:`sim.system.workload.GemmSpec.flops`) over its phase's
+    cycles; ``None`` without the run."""
+    from sim.system.workload import GemmSpec
+    if not run or "workload" not in run:
+        return None
+    w = run["workload"]
+    spec = GemmSpec(m=w["m"], n=w["n"], k=w["k"], dtype=w["dtype"])
+    return 2 * w["m"] * w["n"] * w["k"] / spec.flops / run["phase_cycles"]["gemm"]
 
 
 def figure18_markdown(results, config="t3-mca"):
