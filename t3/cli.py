@@ -554,6 +554,8 @@ def cmd_paper(args):
     from sim.system.paper import (check_cases, evaluate, figure16_lines, figure18_lines,
                                   paper_jobs, select_cases, select_configs, write_report)
     from sim.system.workload import scaled_cus
+    if args.figure17:
+        return _paper_figure17(args)
     cases, configs = select_cases(args.cases), select_configs(args.configs)
     if args.record:
         from sim.system.configure import CONFIGS, ISOLATED_RS
@@ -595,6 +597,40 @@ def cmd_paper(args):
     elif args.record:
         print("not recorded: some runs failed")
     return 1 if failures else 0
+
+
+def _paper_figure17(args):
+    """``t3 paper --figure17``: the Figure 17 case's three timeline runs, drawn (and kept)."""
+    from sim.sweep import run_jobs
+    from sim.system import figure17, figures
+    if args.cases != "fig16" or args.configs:
+        raise ValueError("--figure17 runs its own case and runs: no --cases or --configs")
+    if args.record and args.scale not in figures.SCALES:
+        raise ValueError(f"--record: the committed scales are "
+                         f"{', '.join(f'{s:g}' for s in figures.SCALES)}, not {args.scale:g}")
+    jobs = figure17.jobs(args.scale, args.sim)
+    where = args.scheduler or f"a local cluster of {args.workers} worker processes"
+    print(f"T3 paper: Figure 17, {figure17.CASE} at scale {args.scale:g} in "
+          f"{', '.join(figure17.CONFIGS)} with timelines; {len(jobs)} jobs on {where}",
+          flush=True)
+    cache = None if args.no_cache else (args.cache or Path.home() / ".cache" / "t3-results")
+    outcomes = run_jobs(jobs, cache=cache, scheduler=args.scheduler, workers=args.workers)
+    failed = {name: o.error for name, o in outcomes.items() if not o.ok}
+    for name, error in failed.items():
+        print(f"FAILED {name}: {error}")
+    if failed:
+        return 1
+    runs = {o.value["config"]: o.value for o in outcomes.values()}
+    for line in figure17.markdown({"runs": runs}):
+        print(line)
+    files = figure17.write(runs, args.out)
+    print(f"report: {', '.join(map(str, files))}")
+    if args.record:
+        path = figures.record_figure17(runs, args.scale)
+        print(f"recorded: {path} (today's code {figures.code_digest(figures.FIGURE17_MODULE)})")
+        for page in figures.refresh():
+            print(f"updated: {page}")
+    return 0
 
 
 def cmd_sweep(args):
@@ -832,6 +868,10 @@ def main(argv=None):
                        help="keep the results as docs/results/paper-SCALE.json with today's "
                             "code and regenerate docs/paper.md's tables from them (every "
                             "Figure 16 case and run, at a committed scale: 0.5 or 1)")
+    paper.add_argument("--figure17", action="store_true",
+                       help="Figure 17's case (T-NLG FC-2, TP 8) in Sequential, T3 and T3-MCA "
+                            "with timelines: figure17.png and .json in --out (with --record, "
+                            "docs/results/figure17-SCALE.*)")
     paper.set_defaults(func=cmd_paper)
 
     sweep = sub.add_parser("sweep", help="one workload over values of workload and hardware "

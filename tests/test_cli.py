@@ -141,6 +141,10 @@ def test_run_refuses_bad_workloads(args, message, capsys):
      "t3: error: --record: the committed scales are 0.5, 1, not 0.3"),
     (["paper", "--record", "--cases", "T-NLG-OP-TP8"],
      "t3: error: --record needs every Figure 16 case and every run"),
+    (["paper", "--figure17", "--configs", "t3"],
+     "t3: error: --figure17 runs its own case and runs: no --cases or --configs"),
+    (["paper", "--figure17", "--record", "--scale", "0.25"],
+     "t3: error: --record: the committed scales are 0.5, 1, not 0.25"),
     # A holds the WGs' A panels: the board's one WG per chunk reads 16 x 16 x K x 2 flops x
     # 384 x 2 / (2 x 256 x 128) = 600,000 input bytes at K = 100,000, 2/3 of them from A
     (["board", "sim", "--k", "100000"], "t3: error: buffer 'A': 400000 bytes at 0x400 "

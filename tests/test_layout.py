@@ -97,7 +97,8 @@ def test_the_paper_tables_are_their_results_files():
     has none, say that nothing is recorded): no table in it was typed in by hand."""
     from sim.system import figures
     text = (ROOT / figures.PAGE).read_text()
-    assert 0.5 in figures.sections(text), f"{figures.PAGE} has no generated figures"
+    assert ("paper", 0.5) in figures.sections(text), f"{figures.PAGE} has no generated figures"
+    assert ("figure17", 0.5) in figures.sections(text), f"{figures.PAGE} has no Figure 17"
     assert not figures.refresh(write=False), f"{figures.PAGE} is stale: run `t3 docs`"
 
 

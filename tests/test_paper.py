@@ -331,3 +331,85 @@ def test_the_stall_table_gives_per_gpu_waits_and_l2_hits():
     lines = stall_markdown(results)
     assert lines[2] == "| X | 100 | 200 | 50 | 5/10 | 40% / 75% |"
     assert lines[3] == "| Y | 10 | — | — | — | — / — |"
+
+
+# --- Figure 17 on a made-up timeline ---------------------------------------------------------------
+
+def _timeline_run(config, waits, gpus=2):
+    """A run as :func:`sim.system.figure17.run_timeline` sees it: three samples 100 cycles
+    apart; GPU 0's counters grow by hand-picked amounts."""
+    from sim.system.testbench import TIMELINE_REGS
+    regs = [f"{b}.{n}" for b, n in TIMELINE_REGS]
+
+    def values(t):
+        v = dict.fromkeys(regs, 0)
+        v.update({"gpu.reads": 50 * t, "gpu.stores": 10 * t, "dma.beats_sent": 5 * t,
+                  "dma.beats_received": 20 * t, "arbiter.compute_wait": waits * t,
+                  "arbiter.occupancy": 30 + t, "arbiter.compute_occupancy": 10})
+        return [v[r] for r in regs]
+    samples = [{"cycle": 100 * t, "phase": "gemm_rs", "gpus": [values(t)] * gpus}
+               for t in range(3)]
+    return {"config": config, "gpus": gpus, "cycles": 300,
+            "phase_cycles": {"gemm": 200, "rs": 60, "ag": 40} if config == "sequential"
+            else {"gemm_rs": 250, "ag": 50},
+            "compute_wait": 2 * waits * gpus, "arbiter_threshold": [30, 30],
+            "timeline": {"period": 100, "regs": regs, "samples": samples,
+                         "spans": {"gemm_rs": [0, 250], "ag": [250, 300]}}}
+
+
+def test_figure17_series_table_and_picture(tmp_path):
+    """GPU 0's rates are the counters' growth over each interval; the table's GEMM phase is
+    set against Sequential's; the picture is a PNG."""
+    from sim.system import figure17
+    r = _timeline_run("t3", waits=40)
+    s = figure17.gpu_series(r, 0)
+    assert s["cycles"] == [100, 200]
+    assert s["gpu.reads"] == [0.5, 0.5] and s["dma.beats_received"] == [0.2, 0.2]
+    assert s["stalled"] == [0.4, 0.4] and s["mcq_comm"] == [21, 22]
+    runs = {}
+    for config, waits in (("sequential", 0), ("t3", 40), ("t3-mca", 10)):
+        run = _timeline_run(config, waits)
+        runs[config] = dict({k: run[k] for k in ("config", "gpus", "cycles", "phase_cycles",
+                                                  "compute_wait", "arbiter_threshold")},
+                            case=figure17.CASE, scale=0.5, period=100,
+                            series=figure17.gpu_series(run, 0))
+    md = figure17.markdown({"runs": runs}, "results/figure17-0.5.png")
+    assert "| Sequential (the GEMM alone) | 300 | 200 | 1.000× | 0 | — |" in md
+    assert "| T3 | 300 | 250 | 1.250× | 80 | — |" in md            # 2 x 40 x 2 GPUs / 2
+    assert "| T3-MCA | 300 | 250 | 1.250× | 20 | 30 |" in md
+    assert md[-1] == "![Figure 17 on the ring: GPU 0's traffic over time](results/figure17-0.5.png)"
+    png, data = figure17.write(runs, tmp_path)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads(data.read_text())["t3"]["series"]["stalled"] == [0.4, 0.4]
+    assert [j.args for j in figure17.jobs(0.5)] == [(c, 0.5) for c in figure17.CONFIGS]
+
+
+def test_figure17_is_recorded_and_goes_stale(tmp_path):
+    """A recorded Figure 17 fills its section with its table and picture; code other than
+    today's makes it stale, named with the command that renews it."""
+    from sim.system import figure17, figures
+    runs = {}
+    for config in figure17.CONFIGS:
+        run = _timeline_run(config, 5)
+        runs[config] = dict({k: run[k] for k in ("config", "gpus", "cycles", "phase_cycles",
+                                                  "compute_wait", "arbiter_threshold")},
+                            case=figure17.CASE, scale=1.0, period=100,
+                            series=figure17.gpu_series(run, 0))
+    page = tmp_path / "docs" / "paper.md"
+    page.parent.mkdir(parents=True)
+    page.write_text("<!-- figures:begin figure17-1 -->\nold\n<!-- figures:end figure17-1 -->\n")
+    assert figures.refresh(tmp_path) == ["docs/paper.md (Figure 17, scale 1)"]
+    assert "t3 paper --figure17 --scale 1 --record" in page.read_text()
+    figures.record_figure17(runs, 1.0, tmp_path)
+    assert figures.figure17_path(1.0, tmp_path, ".png").exists()
+    assert figures.refresh(tmp_path) == ["docs/paper.md (Figure 17, scale 1)"]
+    text = page.read_text()
+    assert "| T3-MCA | 300 | 250 | 1.250× | 10 | 30 |" in text
+    assert "](results/figure17-1.png)" in text
+    assert figures.stale_results(tmp_path) == []
+    path = figures.figure17_path(1.0, tmp_path)
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps(dict(data, code="0" * 20)))
+    (line,) = figures.stale_results(tmp_path)
+    assert line.startswith("docs/results/figure17-1.json: measured on code 000")
+    assert "run `t3 paper --figure17 --scale 1 --record`" in line

@@ -1,5 +1,6 @@
 """Figures that stay true: the paper tables of ``docs/paper.md`` are generated from committed
-results files (``docs/results/paper-<scale>.json``, written by ``t3 paper --record``), and
+results files (``docs/results/paper-<scale>.json``, written by ``t3 paper --record``; Figure
+17's ``docs/results/figure17-<scale>.{json,png}`` by ``t3 paper --figure17 --record``), and
 each file records the code its runs executed.
 
 The code is :func:`code_digest` of everything a paper run executes (the job
@@ -18,11 +19,15 @@ from pathlib import Path
 
 
 __all__ = ["code_digest", "results_path", "record", "load", "SCALES", "sections", "refresh",
-           "stale_results", "pending", "RUN_MODULE"]
+           "stale_results", "pending", "RUN_MODULE", "FIGURE17_MODULE", "figure17_path",
+           "record_figure17", "load_figure17"]
 
 
 #: The module whose import closure is what a paper run executes.
 RUN_MODULE = "sim.system.cases"
+
+#: The module whose import closure a Figure 17 run executes (:mod:`sim.system.figure17`).
+FIGURE17_MODULE = "sim.system.figure17"
 
 #: The scales whose results are committed (the default scale and scale 1).
 SCALES = (0.5, 1.0)
@@ -78,8 +83,37 @@ def load(scale, root=ROOT):
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def _marker(scale, end=False):
-    return f"<!-- figures:{'end' if end else 'begin'} paper-{scale:g} -->"
+def figure17_path(scale, root=ROOT, suffix=".json"):
+    """The committed Figure 17 at ``scale``: its runs (``.json``) or its picture (``.png``)."""
+    return Path(root) / "docs" / "results" / f"figure17-{scale:g}{suffix}"
+
+
+def record_figure17(runs, scale, root=ROOT):
+    """Write Figure 17's runs at ``scale`` (``{config: run}`` of
+    :func:`sim.system.figure17.run_timeline`, every config) and its picture, with the
+    digest of the code they ran on."""
+    from sim.system.figure17 import draw
+    path = figure17_path(scale, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    keep = {config: {k: v for k, v in r.items() if k != "wall_s"} for config, r in runs.items()}
+    path.write_text(json.dumps({"code": code_digest(FIGURE17_MODULE), "scale": scale,
+                                "runs": keep}, indent=1, sort_keys=True) + "\n")
+    draw(keep, figure17_path(scale, root, ".png"))
+    return path
+
+
+def load_figure17(scale, root=ROOT):
+    """``{"code", "scale", "runs"}`` of the committed Figure 17 at ``scale``, or None."""
+    path = figure17_path(scale, root)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+#: The generated sections' kinds: the paper's tables (``paper``), Figure 17 (``figure17``).
+KINDS = ("paper", "figure17")
+
+
+def _marker(kind, scale, end=False):
+    return f"<!-- figures:{'end' if end else 'begin'} {kind}-{scale:g} -->"
 
 
 def tables(results):
@@ -91,42 +125,66 @@ def tables(results):
                      figure18_markdown(results) + [""] + side_by_side_markdown(results))
 
 
-def pending(scale, root=ROOT):
+def _record_command(kind, scale):
+    extra = " --figure17" if kind == "figure17" else ""
+    return f"t3 paper{extra} --scale {scale:g} --record"
+
+
+def _path(kind, scale, root):
+    return results_path(scale, root) if kind == "paper" else figure17_path(scale, root)
+
+
+def pending(scale, root=ROOT, kind="paper"):
     """What a section says while its scale has no results file."""
-    return (f"*No results recorded: `{results_path(scale, root).relative_to(root)}` does not "
-            f"exist. `t3 paper --scale {scale:g} --record` runs the set on today's code and "
-            f"writes it and these tables.*")
+    return (f"*No results recorded: `{_path(kind, scale, root).relative_to(root)}` does not "
+            f"exist. `{_record_command(kind, scale)}` runs "
+            f"{'the set' if kind == 'paper' else 'its three runs'} on today's code and writes "
+            f"it and {'these tables' if kind == 'paper' else 'this table and picture'}.*")
 
 
 def sections(text):
-    """``{scale: (start, end)}``: the character spans between each scale's markers."""
+    """``{(kind, scale): (start, end)}``: the character spans between each generated
+    section's markers."""
     out = {}
-    for scale in SCALES:
-        begin, end = _marker(scale), _marker(scale, end=True)
-        i = text.find(begin)
-        if i < 0:
-            continue
-        j = text.find(end, i)
-        if j < 0:
-            raise ValueError(f"{PAGE}: {begin} without {end}")
-        out[scale] = (i + len(begin), j)
+    for kind in KINDS:
+        for scale in SCALES:
+            begin, end = _marker(kind, scale), _marker(kind, scale, end=True)
+            i = text.find(begin)
+            if i < 0:
+                continue
+            j = text.find(end, i)
+            if j < 0:
+                raise ValueError(f"{PAGE}: {begin} without {end}")
+            out[kind, scale] = (i + len(begin), j)
     return out
 
 
+def _generated(kind, scale, root):
+    """A section's text from its results file (or the note that there is none)."""
+    if kind == "paper":
+        data = load(scale, root)
+        body = None if data is None else tables(data["results"])
+    else:
+        from sim.system.figure17 import markdown
+        data = load_figure17(scale, root)
+        image = figure17_path(scale, root, ".png").relative_to(Path(root) / "docs")
+        body = None if data is None else "\n".join(markdown(data, image.as_posix()))
+    return "\n" + (pending(scale, root, kind) if body is None else body) + "\n"
+
+
 def refresh(root=ROOT, write=True):
-    """Regenerate every scale's tables in :data:`PAGE` from its results file; returns the
-    sections that were not current (``"docs/paper.md (scale S)"``)."""
+    """Regenerate every generated section of :data:`PAGE` from its results file; returns the
+    sections that were not current (``"docs/paper.md (scale S)"``, ``"docs/paper.md
+    (Figure 17, scale S)"``)."""
     path = Path(root) / PAGE
     text = path.read_text()
     stale = []
-    for scale, (start, end) in sorted(sections(text).items(), reverse=True):
-        data = load(scale, root)
-        if data is None:                    # nothing measured on today's code: say so
-            want = "\n" + pending(scale, root) + "\n"
-        else:
-            want = "\n" + tables(data["results"]) + "\n"
+    for (kind, scale), (start, end) in sorted(sections(text).items(),
+                                              key=lambda item: item[1][0], reverse=True):
+        want = _generated(kind, scale, root)
         if text[start:end] != want:
-            stale.append(f"{PAGE} (scale {scale:g})")
+            label = "" if kind == "paper" else "Figure 17, "
+            stale.append(f"{PAGE} ({label}scale {scale:g})")
             text = text[:start] + want + text[end:]
     if stale and write:
         path.write_text(text)
@@ -136,11 +194,12 @@ def refresh(root=ROOT, write=True):
 def stale_results(root=ROOT):
     """One line per committed results file whose runs executed other code than today's."""
     out = []
-    now = code_digest()
-    for scale in SCALES:
-        data = load(scale, root)
-        if data is not None and data["code"] != now:
-            out.append(f"{results_path(scale, root).relative_to(root)}: measured on code "
-                       f"{data['code']}, today's is {now}: its figures are stale; run "
-                       f"`t3 paper --scale {scale:g} --record`")
+    now = {"paper": code_digest(), "figure17": code_digest(FIGURE17_MODULE)}
+    for kind in KINDS:
+        for scale in SCALES:
+            data = load(scale, root) if kind == "paper" else load_figure17(scale, root)
+            if data is not None and data["code"] != now[kind]:
+                out.append(f"{_path(kind, scale, root).relative_to(root)}: measured on code "
+                           f"{data['code']}, today's is {now[kind]}: its figures are stale; "
+                           f"run `{_record_command(kind, scale)}`")
     return out
