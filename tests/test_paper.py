@@ -197,6 +197,23 @@ def test_side_by_side_on_a_stored_result():
     assert "| T3, geomean / max (6.1.2) | 1.20× / 1.39× | 1.25× / 1.25× |" in md
 
 
+def test_causes_on_a_stored_result():
+    """Sequential's GEMM against T3's fused phase, the L2's miss stalls per GPU as a share of
+    each phase and T3's arbiter waits, computed by hand from STORED with counters added."""
+    import copy
+    from sim.system.paper import causes_markdown
+    stored = copy.deepcopy(STORED)
+    a = stored["A-OP-TP8"]
+    a["sequential"]["l2"] = {"gemm": {"miss_stalls": 400}}       # 400 / 2 GPUs / 400 cycles
+    a["t3"]["l2"] = {"gemm_rs": {"miss_stalls": 120}}            # 120 / 2 / 600
+    a["t3"]["compute_wait"] = 24                                 # 24 / 2 / 600
+    md = causes_markdown(stored)
+    assert md[0].startswith("| case | Sequential's GEMM | T3's GEMM + RS |")
+    assert md[2] == "| A-OP-TP8 | 400 | 600 | 1.50 | 50% / 10% | 2.0% |"
+    # B: no counters recorded; its fused phase 1300 against a 1200-cycle GEMM
+    assert md[3] == "| B-FC-2-TP8 | 1,200 | 1,300 | 1.08 | — / — | — |"
+
+
 def test_sweep_parameters_and_refusals():
     from sim.system.sweeps import check_points, parse_vary, sweep_jobs, sweep_points
     from sim.system.workload import GemmSpec

@@ -118,11 +118,13 @@ def _marker(kind, scale, end=False):
 
 def tables(results):
     """The markdown of one scale's generated section: Figure 16's speedups, the GEMM's waits
-    at the MC, Figure 18's reductions, and every number the paper states beside the model's."""
-    from sim.system.paper import (figure16_markdown, figure18_markdown, side_by_side_markdown,
-                                  stall_markdown)
+    at the MC, Figure 18's reductions, every number the paper states beside the model's, and
+    where T3's time goes against Sequential's GEMM (:func:`sim.system.paper.causes_markdown`)."""
+    from sim.system.paper import (causes_markdown, figure16_markdown, figure18_markdown,
+                                  side_by_side_markdown, stall_markdown)
     return "\n".join(figure16_markdown(results) + [""] + stall_markdown(results) + [""] +
-                     figure18_markdown(results) + [""] + side_by_side_markdown(results))
+                     figure18_markdown(results) + [""] + side_by_side_markdown(results) + [""] +
+                     causes_markdown(results))
 
 
 def _record_command(kind, scale):

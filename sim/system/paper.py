@@ -334,6 +334,35 @@ def stall_markdown(results):
     return md
 
 
+def causes_markdown(results):
+    """Where T3's time goes against Sequential's GEMM, per case, from the recorded counters:
+    Sequential's GEMM phase and T3's fused GEMM + RS phase (a ratio below 1: T3's GEMM ran
+    faster than Sequential's, which no overlap explains); the cycles the L2 held the CUs' port
+    on a miss (``miss_stalls``: waiting for an MSHR, a victim's fill or a line being filled,
+    per GPU, as a share of the phase), for Sequential's GEMM, whose stores allocate and write
+    back, and for T3, whose stores bypass the L2; and the GEMM's waits at the MC arbiter under
+    T3 as a share of its phase, the most MCA can give back."""
+    md = ["| case | Sequential's GEMM | T3's GEMM + RS | of Sequential's GEMM | "
+          "L2 miss stalls, of the phase (Seq / T3) | GEMM waits at the arbiter under T3 |",
+          "|---|---:|---:|---:|---:|---:|"]
+
+    def stalls(run, phase):
+        l2 = (run or {}).get("l2") or {}
+        if phase not in l2:
+            return None
+        return l2[phase]["miss_stalls"] / run["gpus"] / run["phase_cycles"][phase]
+    for case, runs in results.items():
+        seq, t3 = runs.get("sequential"), runs.get("t3")
+        if not seq or not t3:
+            continue
+        g, f = seq["phase_cycles"]["gemm"], t3["phase_cycles"]["gemm_rs"]
+        wait = t3.get("compute_wait")
+        md.append(f"| {case} | {g:,} | {f:,} | {f / g:.2f} | "
+                  f"{_f(stalls(seq, 'gemm'), '{:.0%}')} / {_f(stalls(t3, 'gemm_rs'), '{:.0%}')} | "
+                  f"{_f(None if wait is None else wait / t3['gpus'] / f, '{:.1%}')} |")
+    return md
+
+
 def gemm_efficiency(run):
     """The fraction of the CUs' peak a Sequential run's GEMM reached: its cycles at the peak
     flop rate (``2 M N K / F``, :attr:`sim.system.workload.GemmSpec.flops`) over its phase's
