@@ -386,6 +386,11 @@ def test_figure17_series_table_and_picture(tmp_path):
     assert s["cycles"] == [100, 200]
     assert s["gpu.reads"] == [0.5, 0.5] and s["dma.beats_received"] == [0.2, 0.2]
     assert s["stalled"] == [0.4, 0.4] and s["mcq_comm"] == [21, 22]
+    # the compute stream's count, read a few cycles after the total, can exceed it: no
+    # negative communication entries are drawn
+    at = r["timeline"]["regs"].index("arbiter.compute_occupancy")
+    r["timeline"]["samples"][2]["gpus"][0][at] = 40
+    assert figure17.gpu_series(r, 0)["mcq_comm"] == [21, 0]
     runs = {}
     for config, waits in (("sequential", 0), ("t3", 40), ("t3-mca", 10)):
         run = _timeline_run(config, waits)

@@ -63,7 +63,9 @@ def gpu_series(result, gpu):
     """GPU ``gpu``'s series from a run with a timeline: ``cycles`` (each interval's end), the
     phases ``[(name, first, last)]``, each of :data:`RATES` in beats per cycle over each
     interval, ``stalled`` (the fraction of the interval a GEMM request waited at the
-    arbiter) and ``mcq_comm`` (the MCQ's communication entries at the sample)."""
+    arbiter) and ``mcq_comm`` (the MCQ's communication entries at the sample: all its entries
+    less the compute stream's, two registers the host reads a few cycles apart, so the
+    difference can dip below zero by the entries that moved in between; drawn from zero)."""
     tl = result["timeline"]
     at = {name: i for i, name in enumerate(tl["regs"])}
     samples = tl["samples"]
@@ -79,8 +81,8 @@ def gpu_series(result, gpu):
             out[reg].append((now[at[reg]] - before[at[reg]]) / dt)
         wait = at["arbiter.compute_wait"]
         out["stalled"].append((now[wait] - before[wait]) / dt)
-        out["mcq_comm"].append(now[at["arbiter.occupancy"]] -
-                               now[at["arbiter.compute_occupancy"]])
+        out["mcq_comm"].append(max(0, now[at["arbiter.occupancy"]] -
+                                   now[at["arbiter.compute_occupancy"]]))
     return out
 
 
