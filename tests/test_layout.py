@@ -120,6 +120,38 @@ def test_the_code_digest_sees_code_and_not_comments(tmp_path, monkeypatch):
     assert figures.code_digest("digestpkg.mod") != first
 
 
+def test_a_set_is_recorded_a_few_cases_at_a_time(tmp_path, monkeypatch):
+    """A record of today's code keeps the cases it holds and takes the new ones; one of other
+    code is replaced, not merged; the section says how many cases it covers and how to add
+    the rest."""
+    import json
+    from sim.system import figures
+    from sim.system.paper import FIGURE16_CASES
+    monkeypatch.setattr(figures, "code_digest", lambda module=None: "today")
+
+    def runs(cycles):
+        run = {"gpus": 2, "cycles": cycles, "verified": True, "wall_s": 1.0,
+               "phase_cycles": {"gemm": 400, "rs": 400, "ag": 200},
+               "dram": dict.fromkeys(("gemm_reads", "gemm_writes", "rs_reads", "rs_writes",
+                                      "ag_reads", "ag_writes"), 100)}
+        return {"sequential": run}
+    first, second = FIGURE16_CASES[:2]
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+    path = figures.results_path(1.0, tmp_path)
+    path.write_text(json.dumps({"code": "old", "scale": 1.0, "results": {"X": runs(9)}}))
+    figures.record({first: runs(1000)}, 1.0, tmp_path)
+    data = figures.load(1.0, tmp_path)
+    assert data["code"] == "today" and list(data["results"]) == [first]   # X was other code
+    figures.record({second: runs(2000)}, 1.0, tmp_path)
+    data = figures.load(1.0, tmp_path)
+    assert sorted(data["results"]) == sorted([first, second])
+    assert "wall_s" not in data["results"][second]["sequential"]
+    assert figures.missing_cases(data) == list(FIGURE16_CASES[2:])
+    text = figures._generated("paper", 1.0, tmp_path)
+    assert text.startswith("\n*2 of the 16 Figure 16 cases recorded;")
+    assert f"--cases {','.join(FIGURE16_CASES[2:])} --record" in text
+
+
 def test_stale_results_are_reported_by_name(tmp_path):
     """A results file whose code is not today's is reported with the command that renews it;
     a section whose scale has no results file loses its tables and names the file."""

@@ -20,7 +20,7 @@ from pathlib import Path
 
 __all__ = ["code_digest", "results_path", "record", "load", "SCALES", "sections", "refresh",
            "stale_results", "pending", "RUN_MODULE", "FIGURE17_MODULE", "figure17_path",
-           "record_figure17", "load_figure17"]
+           "record_figure17", "load_figure17", "missing_cases"]
 
 
 #: The module whose import closure is what a paper run executes.
@@ -66,15 +66,26 @@ def results_path(scale, root=ROOT):
 
 
 def record(results, scale, root=ROOT):
-    """Write the results of a complete paper run at ``scale`` (every Figure 16 case, every
-    run, none failed: the caller checks) with today's :func:`code_digest`."""
+    """Write the results of a paper run at ``scale`` (Figure 16 cases with every run each,
+    none failed: the caller checks) with today's :func:`code_digest`.  A results file of the
+    same code keeps its other cases, so a set too long for one sitting is recorded a few
+    cases at a time; one of other code is replaced, never merged with today's."""
     path = results_path(scale, root)
     path.parent.mkdir(parents=True, exist_ok=True)
-    keep = {case: {config: {k: v for k, v in r.items() if k not in ("wall_s",)}
-                   for config, r in runs.items()} for case, runs in results.items()}
-    path.write_text(json.dumps({"code": code_digest(), "scale": scale, "results": keep},
+    code = code_digest()
+    old = load(scale, root)
+    keep = dict(old["results"]) if old is not None and old["code"] == code else {}
+    keep.update({case: {config: {k: v for k, v in r.items() if k not in ("wall_s",)}
+                        for config, r in runs.items()} for case, runs in results.items()})
+    path.write_text(json.dumps({"code": code, "scale": scale, "results": keep},
                                indent=1, sort_keys=True) + "\n")
     return path
+
+
+def missing_cases(data):
+    """The Figure 16 cases a results file does not hold yet, in the paper's order."""
+    from sim.system.paper import FIGURE16_CASES
+    return [case for case in FIGURE16_CASES if case not in data["results"]]
 
 
 def load(scale, root=ROOT):
@@ -166,6 +177,11 @@ def _generated(kind, scale, root):
     if kind == "paper":
         data = load(scale, root)
         body = None if data is None else tables(data["results"])
+        missing = [] if data is None else missing_cases(data)
+        if missing:
+            body = (f"*{16 - len(missing)} of the 16 Figure 16 cases recorded; every table "
+                    f"and geomean below covers those only. `t3 paper --scale {scale:g} --cases "
+                    f"{','.join(missing)} --record` adds the rest.*\n\n" + body)
     else:
         from sim.system.figure17 import markdown
         data = load_figure17(scale, root)
