@@ -179,7 +179,9 @@ def _generated(kind, scale, root):
         body = None if data is None else tables(data["results"])
         missing = [] if data is None else missing_cases(data)
         if missing:
-            body = (f"*{16 - len(missing)} of the 16 Figure 16 cases recorded; every table "
+            from sim.system.paper import FIGURE16_CASES
+            n = len(FIGURE16_CASES)
+            body = (f"*{n - len(missing)} of the {n} Figure 16 cases recorded; every table "
                     f"and geomean below covers those only. `t3 paper --scale {scale:g} --cases "
                     f"{','.join(missing)} --record` adds the rest.*\n\n" + body)
     else:
