@@ -97,10 +97,56 @@ def test_scale_and_selection_refusals():
         check_config(preset("Mega-GPT-2-OP-TP16"), 16, "t3", params, nparams,
                      dataclasses.replace(PAPER_ENGINE, local_beats=8192))
     jobs = paper_jobs(FIGURE16_CASES, RUNS)
-    assert len(jobs) == 64 and len({j.name for j in jobs}) == 64
+    # 16 cases, of which FC-1 is FC-2's run in each model and TP degree (test below)
+    assert len(jobs) == 48 and len({j.name for j in jobs}) == 48
+    assert not any("-FC-1-" in j.name for j in jobs)
     # the longest first (TP 16's FC layers; TP 8's OP last), the second on the other ring size
     assert jobs[0].args[0].endswith("TP16") and jobs[-1].args[0].endswith("OP-TP8")
     assert jobs[1].args[0].endswith("TP8") and jobs[2].args[0].endswith("TP16")
+
+
+def test_cases_of_one_run_are_run_once(monkeypatch):
+    """FC-1's input-gradient GEMM has FC-2's shapes in every Table 2 model: the pair is run
+    once and both get its results, under their own names; nothing else is paired."""
+    from sim import sweep
+    from sim.system.paper import evaluate, shared_runs
+    for scale in (0.5, 1.0):
+        shared = shared_runs(FIGURE16_CASES, scale)
+        assert shared == {name: name.replace("-FC-1-", "-FC-2-")
+                          for name in FIGURE16_CASES if "-FC-1-" in name}
+        for case, owner in shared.items():
+            a, b = preset(case, scale=scale), preset(owner, scale=scale)
+            assert dataclasses.replace(a, name="") == dataclasses.replace(b, name="")
+    # the first named is the one run (so a pair with one case already run reuses its cache)
+    assert shared_runs(("T-NLG-FC-1-TP16", "T-NLG-FC-2-TP16"), 1.0) == \
+        {"T-NLG-FC-2-TP16": "T-NLG-FC-1-TP16"}
+    assert shared_runs(("T-NLG-FC-2-TP8", "T-NLG-FC-2-TP16", "Mega-GPT-2-FC-2-TP8")) == {}
+
+    ran = []
+
+    def fake_run_jobs(jobs, **kwargs):
+        ran.extend(j.name for j in jobs)
+        out = {}
+        for j in jobs:
+            case, config = j.args
+            if config == "t3":
+                out[j.name] = sweep.Outcome(j, False, error="AssertionError: not bit-exact")
+            else:
+                out[j.name] = sweep.Outcome(j, True, {"case": case, "cycles": len(config),
+                                                      "workload": {"name": case, "m": 64}})
+        return out
+    monkeypatch.setattr(sweep, "run_jobs", fake_run_jobs)
+    cases = ("T-NLG-FC-2-TP8", "T-NLG-FC-1-TP8")
+    results, failures, _ = evaluate(cases, ("sequential", "t3"), check=False)
+    assert sorted(ran) == ["T-NLG-FC-2-TP8/sequential", "T-NLG-FC-2-TP8/t3"]
+    assert results["T-NLG-FC-1-TP8"] == {"sequential": {
+        "case": "T-NLG-FC-1-TP8", "cycles": 10, "shared_with": "T-NLG-FC-2-TP8",
+        "workload": {"name": "T-NLG-FC-1-TP8", "m": 64}}}
+    assert results["T-NLG-FC-2-TP8"]["sequential"]["workload"]["name"] == "T-NLG-FC-2-TP8"
+    # a failed run fails both cases, saying whose run it was
+    assert failures == {"T-NLG-FC-2-TP8/t3": "AssertionError: not bit-exact",
+                        "T-NLG-FC-1-TP8/t3": "(the run of T-NLG-FC-2-TP8) AssertionError: "
+                                             "not bit-exact"}
 
 
 # --- the tables and the report on a stored result ------------------------------------------------

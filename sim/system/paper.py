@@ -10,6 +10,7 @@ Sequential, geomean and max), the Figure 18 table (DRAM accesses per GPU by cate
 T3-MCA's reductions) and a report (Markdown + PNG/SVG plots).
 """
 
+import dataclasses
 import json
 import math
 import time
@@ -17,12 +18,12 @@ from pathlib import Path
 
 from sim.system.cases import case_setup
 from sim.system.configure import CONFIGS, ISOLATED_RS
-from sim.system.run import PAPER_ENGINE, PAPER_MEMORY_ROWS
+from sim.system.run import PAPER_ENGINE, PAPER_MEMORY_ROWS, preset_setup
 from sim.system.workload import PRESETS, SUBLAYERS, scaled_cus
 
 
 __all__ = ["FIGURE16_CASES", "LARGE_CASES", "RUNS", "DEFAULT_SCALE", "PAPER_MEMORY_ROWS", "PAPER_ENGINE",
-           "PAPER_STATED", "paper_jobs", "evaluate", "select_cases",
+           "PAPER_STATED", "shared_runs", "paper_jobs", "evaluate", "select_cases",
            "select_configs", "figure16_rows", "figure16_lines", "figure18_rows",
            "figure18_lines", "write_report", "geomean", "check_cases", "side_by_side_rows",
            "side_by_side_markdown"]
@@ -108,13 +109,35 @@ def check_cases(cases, scale, configs=RUNS):
                 raise ValueError(f"case {name} ({config}): {error}") from None
 
 
+def shared_runs(cases, scale=None):
+    """``{case: the earlier case of ``cases`` whose runs are its runs}``: two Table 2
+    sub-layers whose runs are one run, the same GEMM (``M x N x K`` per GPU), ring, L2 and
+    link settings, only the name differing — FC-1's input-gradient GEMM and FC-2's forward
+    GEMM have the same shapes in every model (Table 2).  The simulation is deterministic (one
+    seed), so :func:`evaluate` runs such a pair once and gives the second the first's results
+    under its own name."""
+    scale = DEFAULT_SCALE if scale is None else scale
+    first, shared = {}, {}
+    for name in cases:
+        spec, gpus, _ = case_setup(name, scale)
+        key = repr((dataclasses.replace(spec, name=""), gpus, preset_setup(spec)))
+        owner = first.setdefault(key, name)
+        if owner != name:
+            shared[name] = owner
+    return shared
+
+
 def paper_jobs(cases, configs, scale=None, sim=None):
-    """The :class:`sim.sweep.Job` list, the longest first (a ring of more GPUs, then a
-    larger K), so that two workers finish together."""
+    """The :class:`sim.sweep.Job` list, one case of each :func:`shared_runs` pair, the
+    longest first (a ring of more GPUs, then a larger K), so that two workers finish
+    together."""
     from sim.sweep import Job
     scale = DEFAULT_SCALE if scale is None else scale
+    shared = shared_runs(cases, scale)
     jobs = []
     for name in cases:
+        if name in shared:
+            continue
         for config in configs:
             kwargs = {"scale": scale}
             if sim:
@@ -155,7 +178,21 @@ def evaluate(cases=FIGURE16_CASES, configs=RUNS, *, scale=None, sim=None, cache=
             results[case][config] = out.value
         else:
             failures[job_name] = out.error
+    for case, owner in shared_runs(cases, scale).items():
+        for config, r in results[owner].items():
+            results[case][config] = _renamed(r, case, owner)
+        for job_name, error in list(failures.items()):
+            if job_name.startswith(f"{owner}/"):
+                failures[f"{case}/{job_name.partition('/')[2]}"] = f"(the run of {owner}) {error}"
     return results, failures, time.monotonic() - start
+
+
+def _renamed(run, case, owner):
+    """``owner``'s run as ``case``'s (:func:`shared_runs`): its name, and whose run it is."""
+    run = dict(run, case=case, shared_with=owner)
+    if isinstance(run.get("workload"), dict):
+        run["workload"] = dict(run["workload"], name=case)
+    return run
 
 
 # --- the tables --------------------------------------------------------------------------------
