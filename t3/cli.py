@@ -21,7 +21,9 @@ against the 75 MHz floor).
 
 import argparse
 import os
+import socket
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,7 +36,7 @@ from system.ring import MAX_GPUS
 from tracker.config import TrackerParams
 
 
-__all__ = ["main", "BLOCKS"]
+__all__ = ["main", "build_parser", "BLOCKS"]
 
 
 def _seeds_arg(text):
@@ -64,10 +66,22 @@ def _int_arg(lo=None, hi=None, multiple=None):
     return parse
 
 
+def _writable(folder):
+    """Whether a file can be made in the existing ``folder``: tried, since permission bits say
+    nothing to root, nor of ``/proc`` or a read-only mount."""
+    try:
+        fd, name = tempfile.mkstemp(dir=folder, prefix=".t3-probe-")
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(name)
+    return True
+
+
 def _output_arg(*suffixes):
     """An argparse ``type``: a file the command will write, checked before any build or
-    simulation: its folder exists and is writable, it is not a folder, and its suffix is one
-    of ``suffixes`` (any when none are given)."""
+    simulation: its folder exists and a file can be made in it, it is not a folder, and its
+    suffix is one of ``suffixes`` (any when none are given)."""
     def parse(text):
         path = Path(text)
         if suffixes and path.suffix.lower() not in suffixes:
@@ -79,10 +93,37 @@ def _output_arg(*suffixes):
         folder = path.parent if str(path.parent) else Path(".")
         if not folder.is_dir():
             raise argparse.ArgumentTypeError(f"folder {str(folder)!r} of {text!r} does not exist")
-        if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        if not _writable(folder) or (path.exists() and not os.access(path, os.W_OK)):
             raise argparse.ArgumentTypeError(f"{text!r} cannot be written")
         return text
+    parse.writes, parse.suffixes = "file", suffixes
     return parse
+
+
+#: Dask's address schemes that this check can reach (over TCP).
+SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss")
+
+
+def _scheduler_arg(text, timeout=5.0):
+    """An argparse ``type``: a running Dask scheduler's address, ``[tcp://]HOST:PORT`` (or
+    ``tls``, ``ws``, ``wss``), refused before any job unless something listens there."""
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "tcp", text
+    host, colon, port = rest.rstrip("/").rpartition(":")
+    host = host.strip("[]")
+    if scheme not in SCHEDULER_SCHEMES or not colon or not host or not port.isdigit() \
+            or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(
+            f"must be a Dask scheduler's address, {'|'.join(SCHEDULER_SCHEMES)}://HOST:PORT "
+            f"(e.g. tcp://127.0.0.1:8786), not {text!r}")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as error:
+        raise argparse.ArgumentTypeError(
+            f"no scheduler answers at {text!r} ({error.strerror or error}); start one with "
+            f"'dask scheduler', or leave --scheduler out for a local cluster") from None
+    return text
 
 
 def _scale_arg(text):
@@ -97,16 +138,22 @@ def _scale_arg(text):
 
 
 def _folder_arg(text):
-    """An argparse ``type``: a folder the command will write into (made if missing)."""
+    """An argparse ``type``: a folder the command will write into (made if missing: checked
+    in its nearest existing folder)."""
     path = Path(text)
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder")
     existing = path
     while not existing.exists():
         existing = existing.parent if str(existing.parent) != str(existing) else Path(".")
-    if not os.access(existing, os.W_OK):
+    if not existing.is_dir():
+        raise argparse.ArgumentTypeError(f"{str(existing)!r} of {text!r} is a file, not a folder")
+    if not _writable(existing):
         raise argparse.ArgumentTypeError(f"{text!r} cannot be written")
     return text
+
+
+_folder_arg.writes = "folder"
 
 
 def _param_args(parser, title, cls, helps, dest_prefix=""):
@@ -430,10 +477,13 @@ def cmd_demo(args):
 
 def _workload(args):
     """The workload's spec and the ring settings of its runs (a preset runs on a ring of its
-    TP degree unless ``--gpus`` says otherwise, with the paper rings' memory, engines and
-    scaled link latency); sets ``args.gpus``."""
+    TP degree, with the paper rings' memory, engines and scaled link latency; another
+    ``--gpus`` is refused); sets ``args.gpus``."""
     from sim.system.run import preset_setup
     from sim.system.workload import PRESETS, preset, workload_spec
+    if args.preset and args.gpus not in (None, PRESETS[args.preset]["tp"]):
+        raise ValueError(f"--gpus {args.gpus}: preset {args.preset} runs on a ring of its TP "
+                         f"degree, {PRESETS[args.preset]['tp']} GPUs (leave --gpus out)")
     if args.gpus is None:
         args.gpus = PRESETS[args.preset]["tp"] if args.preset else 4
     spec = workload_spec(args.gpus, args.preset, args.m, args.n, args.k, args.dtype)
@@ -679,7 +729,8 @@ def _workload_args(p):
     g = p.add_argument_group("workload (default: a 64 x 32*gpus GEMM whose K balances GEMM "
                              "and RS)")
     g.add_argument("--gpus", type=_int_arg(2, MAX_GPUS), default=None,
-                   help=f"GPUs in the ring, 2 to {MAX_GPUS} (default 4; a preset's TP degree)")
+                   help=f"GPUs in the ring, 2 to {MAX_GPUS} (default 4; with --preset, its TP "
+                        f"degree, no other)")
     g.add_argument("--preset", choices=sorted(PRESETS), metavar="NAME",
                    help="a Table 2 sub-layer, scaled (docs/paper.md) and run on a ring of its "
                         "TP degree: " + ", ".join(sorted(PRESETS)))
@@ -732,7 +783,10 @@ def cmd_bench(args):
     return bench.main(sims=args.sims.split(",") if args.sims else None, synth=not args.no_synth)
 
 
-def main(argv=None):
+def build_parser():
+    """The ``t3`` command's parser: every option's value is checked by its ``type`` while the
+    command line is read, before any build, job or simulation (a file or folder the command
+    writes by :func:`_output_arg` or :func:`_folder_arg`, which carry ``writes``)."""
     parser = argparse.ArgumentParser(prog="t3", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -863,7 +917,7 @@ def main(argv=None):
     paper.add_argument("--out", default="paper-report", metavar="DIR", type=_folder_arg,
                        help="report folder: report.md, figure16/18 .png and .svg, results.json "
                             "(default paper-report)")
-    paper.add_argument("--scheduler", metavar="ADDRESS",
+    paper.add_argument("--scheduler", metavar="ADDRESS", type=_scheduler_arg,
                        help="a running Dask scheduler (e.g. tcp://host:8786); default: a "
                             "local cluster")
     paper.add_argument("--workers", type=_int_arg(1, 64), default=2,
@@ -897,7 +951,7 @@ def main(argv=None):
     sweep.add_argument("--configs", default="sequential,t3,t3-mca",
                        help="comma-separated among sequential, t3, t3-mca, rs-nmc, or all "
                             "(default sequential,t3,t3-mca)")
-    sweep.add_argument("--scheduler", metavar="ADDRESS",
+    sweep.add_argument("--scheduler", metavar="ADDRESS", type=_scheduler_arg,
                        help="a running Dask scheduler; default: a local cluster")
     sweep.add_argument("--workers", type=_int_arg(1, 64), default=2,
                        help="worker processes of the local cluster (default 2)")
@@ -926,7 +980,11 @@ def main(argv=None):
                       help="only report stale pages (exit 1 if any, or if a results file "
                            "was measured on other code than today's)")
     docs.set_defaults(func=cmd_docs)
+    return parser
 
+
+def main(argv=None):
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -137,6 +137,22 @@ def test_run_refuses_bad_workloads(args, message, capsys):
      "t3: error: baud 3000000 is 4.2% off at clock_hz 25000000 (divisor 8)"),
     (["board", "run", "--port", "/dev/ttyUSB9", "--baud", "100"],
      "argument --baud: must be an integer >= 1200, not 100"),
+    (["run", "--json", "/proc/t3.json"], "argument --json: '/proc/t3.json' cannot be written"),
+    (["export", "tracker", "--out", "/proc/t3/x"], "argument --out: '/proc/t3/x' cannot be "
+                                                   "written"),
+    (["paper", "--out", "{tmp}/file/report"], "argument --out: '{tmp}/file' of "
+                                              "'{tmp}/file/report' is a file, not a folder"),
+    (["run", "--preset", "T-NLG-OP-TP8", "--gpus", "4"],
+     "t3: error: --gpus 4: preset T-NLG-OP-TP8 runs on a ring of its TP degree, 8 GPUs"),
+    (["paper", "--scheduler", "localhost"], "argument --scheduler: must be a Dask scheduler's "
+                                            "address, tcp|tls|ws|wss://HOST:PORT"),
+    (["sweep", "--scheduler", "udp://127.0.0.1:8786"], "argument --scheduler: must be a Dask "
+                                                       "scheduler's address"),
+    (["sweep", "--scheduler", "tcp://127.0.0.1:70000"], "argument --scheduler: must be a Dask "
+                                                        "scheduler's address"),
+    (["paper", "--scheduler", "tcp://127.0.0.1:{closed}"],
+     "argument --scheduler: no scheduler answers at 'tcp://127.0.0.1:{closed}' (Connection "
+     "refused)"),
     (["paper", "--record", "--scale", "0.3"],
      "t3: error: --record: the committed scales are 0.5, 1, not 0.3"),
     (["paper", "--record", "--cases", "T-NLG-OP-TP8", "--configs", "t3"],
@@ -160,13 +176,58 @@ def test_cli_refuses_bad_arguments_before_any_build(argv, message, tmp_path, cap
     import sim.harness.runner as runner
     monkeypatch.setattr(runner, "run_cocotb", lambda *a, **k: pytest.fail("a build started"))
     (tmp_path / "file").write_text("")
-    fill = {"tmp": str(tmp_path), "missing": str(tmp_path / "missing")}
+    fill = {"tmp": str(tmp_path), "missing": str(tmp_path / "missing"), "closed": _closed_port()}
     with pytest.raises(SystemExit) as exit_info:
         main([arg.format(**fill) for arg in argv])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert message.format(**fill) in err
     assert "Traceback" not in err and len(err.strip().splitlines()[-1]) < 300
+
+
+def _closed_port():
+    """A loopback port nothing listens on (bound, then released)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _commands(parser, path=()):
+    """``(argv prefix, action)`` of every option of every ``t3`` command."""
+    import argparse
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _commands(sub, path + (name,))
+        elif action.option_strings:
+            yield path, action
+
+
+def test_every_file_or_folder_a_command_writes_is_checked_first(capsys, monkeypatch):
+    """The mechanism, not the cases: every option naming a file or folder (FILE, DIR) is read
+    by a checking type, and each refuses a place nothing can be written (``/proc``) with exit
+    2 and one line naming the option, before anything runs."""
+    from t3.cli import build_parser
+    import sim.harness.runner as runner
+    monkeypatch.setattr(runner, "run_cocotb", lambda *a, **k: pytest.fail("a build started"))
+    checked = []
+    for path, action in _commands(build_parser()):
+        if action.metavar in ("FILE", "DIR"):
+            writes = getattr(action.type, "writes", None)
+            assert writes, f"t3 {' '.join(path)} {action.option_strings[0]} is not checked"
+            suffix = (getattr(action.type, "suffixes", ()) or (".x",))[0]
+            bad = "/proc/t3-probe" + (suffix if writes == "file" else "")
+            with pytest.raises(SystemExit) as exit_info:
+                main([*path, action.option_strings[0], bad])
+            assert exit_info.value.code == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert err[-1].endswith(f"argument {action.option_strings[0]}: '{bad}' cannot be "
+                                    f"written"), err[-1]
+            checked.append((path, action.option_strings[0]))
+    # run, compare, sweep, demo, paper, export, synth and bench's options among them
+    assert len(checked) >= 15, checked
+    assert {p[0] for p, _ in checked} >= {"run", "compare", "paper", "export", "synth", "demo"}
 
 
 def test_export_node_and_ring(tmp_path, capsys):
