@@ -547,7 +547,8 @@ def cmd_run(args):
     try:
         r = run_config(spec, args.gpus, args.config, sim=args.sim, seed=args.seed,
                        wave=args.wave, **ring,
-                       timeline=args.timeline_period if args.timeline else None,
+                       timeline=args.timeline_period if args.timeline or args.trace
+                       else None,
                        progress=lambda line: print(f"  ...        {line}", flush=True))
     except AssertionError as error:
         print(f"  FAILED     {str(error)[-3000:]}")
@@ -566,6 +567,11 @@ def cmd_run(args):
         files = write(r, args.timeline)
         print(f"  timeline   {', '.join(map(str, files))} ({len(r['timeline']['samples'])} "
               f"samples every {args.timeline_period} cycles)")
+    if args.trace:
+        from sim.system.trace import write as write_trace
+        write_trace({args.config: r}, args.trace)
+        print(f"  trace      {args.trace} (open in ui.perfetto.dev or chrome://tracing; one "
+              f"cycle shown as 1 ns)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(r, f, indent=1, default=str)
@@ -581,6 +587,8 @@ def cmd_compare(args):
           f"{spec.k} {spec.dtype}")
     print(_scale_line(spec, args.gpus, ring), flush=True)
     try:
+        if args.trace:
+            ring["timeline"] = args.timeline_period
         results = run_all(spec, args.gpus, sim=args.sim, seed=args.seed, **ring,
                           progress=lambda line: print(f"  ...  {line}", flush=True))
     except AssertionError as error:
@@ -594,6 +602,11 @@ def cmd_compare(args):
     if args.plot:
         plot(results, args.plot)
         print(f"plot: {args.plot}")
+    if args.trace:
+        from sim.system.trace import write as write_trace
+        write_trace(results, args.trace)
+        print(f"trace: {args.trace} (every configuration side by side; open in "
+              f"ui.perfetto.dev or chrome://tracing; one cycle shown as 1 ns)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1, default=str)
@@ -890,7 +903,12 @@ def build_parser():
                           "Tracker entries and GEMM stalls over time (PNG, SVG or PDF; the "
                           "samples go beside it as FILE.json; or .json for the samples alone)")
     run.add_argument("--timeline-period", type=_int_arg(50, 1 << 20), default=500,
-                     metavar="CYCLES", help="cycles between timeline samples (default 500)")
+                     metavar="CYCLES", help="cycles between timeline and trace samples "
+                                            "(default 500)")
+    run.add_argument("--trace", metavar="FILE", type=_output_arg(".json"),
+                     help="write a trace for Perfetto or chrome://tracing: every GPU's phases, "
+                          "GEMM stages, ring steps received, link use, MCQ and Tracker "
+                          "entries and GEMM stalls (sampled as --timeline is)")
     run.set_defaults(func=cmd_run)
 
     compare = sub.add_parser("compare", help="all configurations: the paper's Figure 16 and "
@@ -899,6 +917,12 @@ def build_parser():
     compare.add_argument("--plot", metavar="FILE", type=_output_arg(".png", ".pdf", ".svg"),
                          help="save both views as a figure (PNG, PDF or SVG by the file's "
                               "suffix)")
+    compare.add_argument("--trace", metavar="FILE", type=_output_arg(".json"),
+                         help="write every configuration's run as one trace for Perfetto or "
+                              "chrome://tracing, side by side (t3 run --trace's tracks)")
+    compare.add_argument("--timeline-period", type=_int_arg(50, 1 << 20), default=500,
+                         metavar="CYCLES", help="with --trace: cycles between samples "
+                                                "(default 500)")
     compare.set_defaults(func=cmd_compare)
 
     paper = sub.add_parser("paper", help="the paper's evaluation on the RTL: Figures 16 and 18 "

@@ -1,0 +1,105 @@
+"""``t3 compare --trace``: the trace every configuration of a real run writes is well formed as
+the Trace Event Format says (every event has its fields, every slice closes inside its
+track, timestamps rise per counter), and its slices agree with the run: the phases with the
+run's phase cycles, the GEMM's stages and the ring steps in order inside their phases."""
+
+import json
+from collections import defaultdict
+
+import pytest
+
+from sim.system.trace import PHASE_TID, STAGE_TID, STEP_TID, STEP_PHASES, events
+from t3.cli import main
+
+
+GPUS = 2
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("trace")
+    trace, results = folder / "trace.json", folder / "results.json"
+    assert main(["compare", "--gpus", str(GPUS), "--trace", str(trace), "--timeline-period",
+                 "100", "--json", str(results)]) == 0
+    return json.loads(trace.read_text()), json.loads(results.read_text())
+
+
+def test_the_trace_is_well_formed(traced):
+    trace, results = traced
+    assert trace["displayTimeUnit"] == "ns"
+    names, threads = {}, set()
+    slices, counters = defaultdict(list), defaultdict(list)
+    for e in trace["traceEvents"]:
+        assert {"name", "ph", "pid", "tid"} <= e.keys(), e
+        assert isinstance(e["pid"], int) and isinstance(e["tid"], int)
+        if e["ph"] == "M":
+            assert e["name"] in ("process_name", "process_sort_index", "thread_name",
+                                 "thread_sort_index") and e["args"], e
+            if e["name"] == "process_name":
+                names[e["pid"]] = e["args"]["name"]
+            if e["name"] == "thread_name":
+                threads.add((e["pid"], e["tid"]))
+        elif e["ph"] == "X":
+            assert e["ts"] >= 0 and e["dur"] > 0, e
+            slices[e["pid"], e["tid"]].append((e["ts"], e["ts"] + e["dur"], e["name"]))
+        elif e["ph"] == "C":
+            assert e["args"] and all(isinstance(v, (int, float)) for v in e["args"].values())
+            counters[e["pid"], e["name"]].append(e["ts"])
+        else:
+            pytest.fail(f"unexpected event kind {e['ph']!r}")
+    # one process per GPU of every configuration, named
+    assert sorted(names.values()) == sorted(f"{config} · GPU {g}" for config in results
+                                            for g in range(GPUS))
+    for (pid, tid), track in slices.items():
+        assert pid in names and (pid, tid) in threads
+        track.sort()
+        for (a0, a1, a), (b0, b1, b) in zip(track, track[1:]):
+            assert a1 <= b0 + 1e-9, f"{names[pid]} track {tid}: {a} and {b} overlap"
+    for (pid, name), stamps in counters.items():
+        assert pid in names and stamps == sorted(set(stamps)), (names[pid], name)
+    assert {name for _, name in counters} == {"link busy", "MCQ entries", "Tracker entries",
+                                              "GEMM stalled"}
+
+
+def test_the_trace_agrees_with_the_runs(traced):
+    trace, results = traced
+    by = defaultdict(list)
+    names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
+             if e["name"] == "process_name"}
+    for e in trace["traceEvents"]:
+        if e["ph"] == "X":
+            config, gpu = names[e["pid"]].split(" · GPU ")
+            by[config, int(gpu), e["tid"]].append(e)
+    for config, r in results.items():
+        spans = r["timeline"]["spans"]
+        for g in range(GPUS):
+            phases = {e["name"]: e for e in by[config, g, PHASE_TID]}
+            # the phase slices: where each started, the run's exact cycles
+            assert {p: round(e["dur"] * 1000) for p, e in phases.items() if p != "check"} == \
+                r["phase_cycles"]
+            assert {p: round(e["ts"] * 1000) for p, e in phases.items()} == \
+                {p: first for p, (first, _) in spans.items()}
+            # the GEMM's stages rise from 1 to the ring's steps, inside the GEMM's phase
+            gemm = spans.get("gemm_rs") or spans["gemm"]
+            stages = [e["args"]["stage"] for e in sorted(by[config, g, STAGE_TID],
+                                                         key=lambda e: e["ts"])]
+            assert stages and stages == sorted(stages)
+            assert set(stages) <= set(range(1, GPUS + 1))
+            for e in by[config, g, STAGE_TID]:
+                assert gemm[0] <= e["ts"] * 1000 and (e["ts"] + e["dur"]) * 1000 <= gemm[1]
+            # every phase with ring steps receives its GPUS - 1 chunks, in order, inside it
+            steps = sorted(by[config, g, STEP_TID], key=lambda e: e["ts"])
+            want = [f"{STEP_PHASES[p]} step {s}" for p in spans if p in STEP_PHASES
+                    for s in range(1, GPUS)]
+            assert [e["name"] for e in steps] == want, (config, g)
+            for e in steps:
+                phase = next(p for p in spans if p in STEP_PHASES and
+                             STEP_PHASES[p] == e["name"][:2])
+                first, last = spans[phase]
+                assert first <= round(e["ts"] * 1000) and \
+                    round((e["ts"] + e["dur"]) * 1000) <= last, (config, g, e)
+
+
+def test_a_trace_needs_the_runs_samples():
+    with pytest.raises(ValueError, match="a trace needs the run's timeline samples"):
+        events({"config": "t3", "gpus": 2, "cycles": 10})
