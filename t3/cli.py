@@ -83,6 +83,8 @@ def _output_arg(*suffixes):
     simulation: its folder exists and a file can be made in it, it is not a folder, and its
     suffix is one of ``suffixes`` (any when none are given)."""
     def parse(text):
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"must name a file, not {text!r}")
         path = Path(text)
         if suffixes and path.suffix.lower() not in suffixes:
             raise argparse.ArgumentTypeError(
@@ -140,6 +142,8 @@ def _scale_arg(text):
 def _folder_arg(text):
     """An argparse ``type``: a folder the command will write into (made if missing: checked
     in its nearest existing folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must name a folder, not {text!r}")
     path = Path(text)
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder")
@@ -676,7 +680,7 @@ def _paper_figure17(args):
     """``t3 paper --figure17``: the Figure 17 case's three timeline runs, drawn (and kept)."""
     from sim.sweep import run_jobs
     from sim.system import figure17, figures
-    if args.cases != "fig16" or args.configs:
+    if args.cases != "fig16" or args.configs is not None:
         raise ValueError("--figure17 runs its own case and runs: no --cases or --configs")
     if args.record and args.scale not in figures.SCALES:
         raise ValueError(f"--record: the committed scales are "

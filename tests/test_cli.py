@@ -142,6 +142,12 @@ def test_run_refuses_bad_workloads(args, message, capsys):
                                                    "written"),
     (["paper", "--out", "{tmp}/file/report"], "argument --out: '{tmp}/file' of "
                                               "'{tmp}/file/report' is a file, not a folder"),
+    (["run", "--json", ""], "argument --json: must name a file, not ''"),
+    (["export", "tracker", "--out", " "], "argument --out: must name a folder, not ' '"),
+    (["paper", "--cases", ""], "t3: error: cases: '' is not fig16, tp32, all or a case name"),
+    (["paper", "--configs", ""], "t3: error: configs: '' is not one of sequential, t3"),
+    (["sweep", "--vary", "k=64", "--configs", ""], "t3: error: configs: '' is not one of"),
+    (["run", "--trace", "{tmp}/t.perfetto"], "argument --trace: must end in .json"),
     (["run", "--preset", "T-NLG-OP-TP8", "--gpus", "4"],
      "t3: error: --gpus 4: preset T-NLG-OP-TP8 runs on a ring of its TP degree, 8 GPUs"),
     (["paper", "--scheduler", "localhost"], "argument --scheduler: must be a Dask scheduler's "

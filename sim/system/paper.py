@@ -57,11 +57,11 @@ PAPER_STATED = {
 
 
 def select_cases(text):
-    """``--cases``: ``fig16`` (default), ``tp32``, ``all`` or comma-separated case names."""
+    """``--cases``: ``fig16`` (``None``), ``tp32``, ``all`` or comma-separated case names."""
     groups = {"fig16": FIGURE16_CASES, "tp32": LARGE_CASES,
               "all": FIGURE16_CASES + LARGE_CASES}
     out = []
-    for part in (text or "fig16").split(","):
+    for part in ("fig16" if text is None else text).split(","):
         part = part.strip()
         if part in groups:
             out += [c for c in groups[part] if c not in out]
@@ -75,9 +75,9 @@ def select_cases(text):
 
 
 def select_configs(text):
-    """``--configs``: a subset of :data:`RUNS` (comma-separated); Sequential is always run,
-    every speedup is over it."""
-    if not text:
+    """``--configs``: a subset of :data:`RUNS` (comma-separated; ``None``: all); Sequential is
+    always run, every speedup is over it."""
+    if text is None:
         return RUNS
     out = ["sequential"]
     for part in text.split(","):
