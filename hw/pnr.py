@@ -36,6 +36,10 @@ class DoesNotFit(RuntimeError):
     """The design needs more of a resource than the device has (nextpnr ran out of sites)."""
 
 
+class TimedOut(RuntimeError):
+    """A tool did not finish in the time given (wall clock: a busy machine slows it)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Target:
     device: str
@@ -156,7 +160,8 @@ def place_and_route(component, top, target="ecp5", freq_mhz=100, seed=1, timeout
     """Synthesize ``component`` as module ``top``, place and route it for ``target`` asking
     ``freq_mhz``; returns a :class:`PnrResult`.  A design that misses the asked clock is still
     reported (its ``fmax`` says by how much); a tool that fails raises ``RuntimeError`` with
-    the end of its log."""
+    the end of its log, one that runs past ``timeout_s`` seconds of wall clock :class:`TimedOut`
+    (say which tool and how long)."""
     from amaranth.back import rtlil
     if target not in TARGETS:
         raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {target!r}")
@@ -175,8 +180,13 @@ def place_and_route(component, top, target="ecp5", freq_mhz=100, seed=1, timeout
                  [_tool(t.nextpnr), *t.args, "--json", "top.json", "--freq", str(freq_mhz),
                   "--seed", str(seed), "--report", "report.json", "--quiet"]]
         for command in steps:
-            run = subprocess.run(command, cwd=tmp, capture_output=True, text=True,
-                                 timeout=timeout_s)
+            try:
+                run = subprocess.run(command, cwd=tmp, capture_output=True, text=True,
+                                     timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                raise TimedOut(f"{Path(command[0]).name} did not finish {top} in "
+                               f"{timeout_s:g} s (wall clock: on a busy machine give it more "
+                               f"time, or run it alone)") from None
             # nextpnr exits 1 when the asked clock is missed but still writes its report
             if run.returncode and not (command is steps[1] and Path(tmp, "report.json").exists()):
                 log = run.stdout + run.stderr

