@@ -9,6 +9,9 @@
 - ``system.engine_speed.<sim>.<G>gpu``: the same run's rate while the engines run (from
   ``start`` to ``done`` of each phase), with its ratio to the idle ring.
 - ``system.build_s.<sim>.<G>gpu``: seconds to export and build the ring with an empty cache.
+- ``system.gpu_cycles.<sim>.<G>gpu``: the engines' rate times the GPUs, GPU-cycles per second,
+  with its ratio to the 4-GPU ring's (the per-GPU cost is flat when it stays near 1; limit
+  0.8 at 16 GPUs).
 - ``system.<preset>.<config>``: speedup over Sequential of T3, T3-MCA, Ideal-GEMM-RS-Overlap
   and Ideal-RS+NMC on the default presets (4 GPUs; ``t3 paper`` runs them on their own TP
   degree), with the fraction of the ideal
@@ -27,8 +30,11 @@ from sim.system.workload import preset
 DEFAULT_PRESETS = ("Mega-GPT-2-OP-TP8", "Mega-GPT-2-FC-2-TP8")
 
 
-#: Simulated cycles per second the 4-GPU default run must reach (issue: 30 times 682).
-TARGET_CYCLES_PER_S = 20_000
+#: Simulated cycles per second the 4-GPU default run must reach, and the aim.
+TARGET_CYCLES_PER_S = 50_000
+AIM_CYCLES_PER_S = 100_000
+#: GPU-cycles per second a larger ring must keep, as a fraction of the 4-GPU ring's.
+GPU_RATE_FLOOR = 0.8
 
 
 def speed_lines(sim, gpus):
@@ -68,16 +74,30 @@ def speed_lines(sim, gpus):
              f"idle ring"]
     if gpus == 4:
         lines.append(f"system.sim_speed_ratio.{tag}: {rate / TARGET_CYCLES_PER_S:.2f} of the "
-                     f"{TARGET_CYCLES_PER_S} cycles/s target")
-    return lines
+                     f"{TARGET_CYCLES_PER_S} cycles/s target ({rate / AIM_CYCLES_PER_S:.2f} "
+                     f"of the {AIM_CYCLES_PER_S} aim)")
+    return lines, r["engine_cycles_per_s"] * gpus
+
+
+def gpu_rate_lines(sim, gpu_rates):
+    """``system.gpu_cycles`` of each ring size against the smallest's (``{gpus: rate}``)."""
+    base_gpus = min(gpu_rates)
+    base = gpu_rates[base_gpus]
+    return [f"system.gpu_cycles.{sim}.{g}gpu: {rate:.0f} GPU-cycles/s (the engines' rate x "
+            f"{g}); {rate / base:.2f} of the {base_gpus}-GPU ring's (floor {GPU_RATE_FLOOR})"
+            for g, rate in sorted(gpu_rates.items())]
 
 
 def main(sims=None, synth=True, presets=DEFAULT_PRESETS, gpus=4, sizes=(4, 8, 16)):
     sims = sims or ["verilator", "icarus"]
     for sim in sims:
+        gpu_rates = {}
         for size in (sizes if sim == "verilator" else (gpus,)):
-            for line in speed_lines(sim, size):
+            lines, gpu_rates[size] = speed_lines(sim, size)
+            for line in lines:
                 print(line, flush=True)
+        for line in gpu_rate_lines(sim, gpu_rates):
+            print(line, flush=True)
     for name in presets:
         spec = preset(name, gpus)           # the TP-8 sub-layer's K kept on 4 GPUs
         # the paper rings' memory, engines and link latency: the system's default memory
