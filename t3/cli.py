@@ -720,7 +720,8 @@ def cmd_sweep(args):
     spec, ring = _workload(args)
     points = sweep_points(spec, vary)
     check_points(points, args.gpus, configs, ring)
-    jobs = sweep_jobs(points, args.gpus, configs, ring, seed=args.seed, sim=args.sim)
+    jobs = sweep_jobs(points, args.gpus, configs, ring, seed=args.seed, sim=args.sim,
+                      timeline=args.timeline_period if args.trace else None)
     where = args.scheduler or f"a local cluster of {args.workers} worker processes"
     print(f"T3 sweep: {args.gpus} GPUs, workload {spec.name}: {spec.m} x {spec.n} x {spec.k} "
           f"{spec.dtype}; {len(points)} points x {len(configs)} configurations = {len(jobs)} "
@@ -734,6 +735,11 @@ def cmd_sweep(args):
     failed = sum(not o.ok for o in outcomes.values())
     print(f"\n{len(jobs) - failed} of {len(jobs)} runs verified in "
           f"{(time.monotonic() - start) / 60:.1f} minutes")
+    if args.trace:
+        from sim.system.sweeps import write_traces
+        files = write_traces(points, outcomes, args.trace)
+        print(f"traces: {len(files)} in {args.trace}, one a point, its configurations side by "
+              f"side (open in ui.perfetto.dev or chrome://tracing)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({name: {"ok": o.ok, "value": o.value, "error": o.error}
@@ -989,6 +995,12 @@ def build_parser():
                        help="worker processes of the local cluster (default 2)")
     sweep.add_argument("--cache", metavar="DIR", type=_folder_arg,
                        help="results cache (default ~/.cache/t3-results)")
+    sweep.add_argument("--trace", metavar="DIR", type=_folder_arg,
+                       help="write a trace per point into DIR, its configurations side by "
+                            "side (t3 run --trace's tracks; the runs sample their timelines)")
+    sweep.add_argument("--timeline-period", type=_int_arg(50, 1 << 20), default=500,
+                       metavar="CYCLES", help="with --trace: cycles between samples "
+                                              "(default 500)")
     sweep.add_argument("--no-cache", action="store_true", help="run every job")
     sweep.set_defaults(func=cmd_sweep)
 

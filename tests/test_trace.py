@@ -103,3 +103,45 @@ def test_the_trace_agrees_with_the_runs(traced):
 def test_a_trace_needs_the_runs_samples():
     with pytest.raises(ValueError, match="a trace needs the run's timeline samples"):
         events({"config": "t3", "gpus": 2, "cycles": 10})
+
+
+def test_a_sweep_writes_a_trace_per_point(tmp_path):
+    """``t3 sweep --trace DIR``: one trace a point, its configurations side by side, each
+    phase slice the run's phase cycles."""
+    folder, results = tmp_path / "traces", tmp_path / "sweep.json"
+    assert main(["sweep", "--gpus", str(GPUS), "--vary", "k=64,96", "--configs",
+                 "sequential,t3", "--trace", str(folder), "--timeline-period", "200",
+                 "--workers", "1", "--no-cache", "--json", str(results)]) == 0
+    assert sorted(p.name for p in folder.iterdir()) == ["k=64.json", "k=96.json"]
+    runs = json.loads(results.read_text())
+    for label in ("k=64", "k=96"):
+        trace = json.loads((folder / f"{label}.json").read_text())
+        names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
+                 if e["name"] == "process_name"}
+        assert sorted(names.values()) == sorted(f"{c} · GPU {g}" for c in ("sequential", "t3")
+                                                for g in range(GPUS))
+        for e in trace["traceEvents"]:
+            if e["ph"] == "X" and e["tid"] == PHASE_TID and e["name"] != "check":
+                config = names[e["pid"]].split(" · ")[0]
+                run = runs[f"{label}/{config}"]["value"]
+                assert round(e["dur"] * 1000) == run["phase_cycles"][e["name"]]
+
+
+def test_a_points_label_may_hold_a_slash(traced, tmp_path):
+    """A link bandwidth's label (``link_bw=3/80``) names its trace without the slash, and its
+    runs are found by the job names' last slash; a failed run is left out."""
+    from sim.sweep import Job, Outcome
+    from sim.system.sweeps import trace_name, write_traces
+    _, results = traced
+    assert trace_name("k=64, link_bw=3/80") == "k=64_link_bw=3_80.json"
+    points = [("link_bw=3/80", {}, {}), ("link_bw=3/40", {}, {})]
+    job = Job("x", "math:gcd", (1, 1))
+    outcomes = {f"{label}/{config}": Outcome(job, True, results[config])
+                for label, _, _ in points for config in ("sequential", "t3")}
+    outcomes["link_bw=3/40/t3"] = Outcome(job, False, error="AssertionError: not bit-exact")
+    files = write_traces(points, outcomes, tmp_path)
+    assert [f.name for f in files] == ["link_bw=3_80.json", "link_bw=3_40.json"]
+    for f, configs in zip(files, (("sequential", "t3"), ("sequential",))):
+        names = {e["args"]["name"] for e in json.loads(f.read_text())["traceEvents"]
+                 if e["name"] == "process_name"}
+        assert names == {f"{c} · GPU {g}" for c in configs for g in range(GPUS)}

@@ -17,7 +17,8 @@ import time
 from hw.params import check_int
 
 
-__all__ = ["PARAMETERS", "parse_vary", "sweep_points", "run_point", "sweep_jobs", "sweep_lines"]
+__all__ = ["PARAMETERS", "parse_vary", "sweep_points", "run_point", "sweep_jobs", "sweep_lines",
+           "trace_name", "write_traces"]
 
 
 def _bw(text):
@@ -142,11 +143,12 @@ def check_points(points, gpus, configs, base_ring):
             raise ValueError(f"sweep point {label}: {error}") from None
 
 
-def run_point(fields, gpus, config, ring, seed=1, sim=None):
+def run_point(fields, gpus, config, ring, seed=1, sim=None, timeline=None):
     """One run of a sweep point (the job): the :class:`GemmSpec` ``fields`` on ``gpus`` GPUs in
     ``config`` with ``ring``'s settings (JSON: ``bandwidth``, ``latency``, ``mcq_depth``,
     ``memory_rows``, ``engines``, ``l2`` and ``l2_config`` as dicts); returns what the table
-    needs."""
+    needs, and with ``timeline`` (a sampling period) the run's timeline samples for its
+    trace."""
     from sim.system.run import run_config
     from sim.system.workload import GemmSpec
     from system.engine.config import EngineParams
@@ -162,16 +164,22 @@ def run_point(fields, gpus, config, ring, seed=1, sim=None):
         from l2.config import L2Config
         kw["l2_config"] = L2Config(**kw["l2_config"])
     start = time.monotonic()
+    if timeline is not None:
+        kw["timeline"] = timeline
     r = run_config(GemmSpec(**fields), gpus, config, sim=sim, seed=seed, **kw)
     if not r.get("verified"):
         raise AssertionError(f"{config}: the result is not bit-exact")
-    return {"config": config, "gpus": gpus, "workload": r["workload"], "cycles": r["cycles"],
-            "phase_cycles": r["phase_cycles"], "dram": r["dram"], "verified": True,
-            "wall_s": round(time.monotonic() - start, 1)}
+    out = {"config": config, "gpus": gpus, "workload": r["workload"], "cycles": r["cycles"],
+           "phase_cycles": r["phase_cycles"], "dram": r["dram"], "verified": True,
+           "wall_s": round(time.monotonic() - start, 1)}
+    if timeline is not None:
+        out["timeline"] = r["timeline"]
+    return out
 
 
-def sweep_jobs(points, gpus, configs, base_ring, seed=1, sim=None):
-    """One :class:`sim.sweep.Job` per point and configuration."""
+def sweep_jobs(points, gpus, configs, base_ring, seed=1, sim=None, timeline=None):
+    """One :class:`sim.sweep.Job` per point and configuration (``timeline``: each run's
+    timeline sampled every that many cycles, for a trace)."""
     from sim.sweep import Job
     jobs = []
     for label, fields, ring in points:
@@ -187,9 +195,37 @@ def sweep_jobs(points, gpus, configs, base_ring, seed=1, sim=None):
             extra = {"seed": seed}
             if sim:
                 extra["sim"] = sim
+            if timeline is not None:
+                extra["timeline"] = timeline
             jobs.append(Job(f"{label}/{config}", "sim.system.sweeps:run_point",
                             (fields, gpus, config, kw), extra))
     return jobs
+
+
+def trace_name(label):
+    """The file name of a point's trace: its label with every run of characters other than
+    letters, digits, ``.`` and ``-`` made one ``_`` (``k=64, link_bw=3/80`` ->
+    ``k=64_link_bw=3_80.json``)."""
+    import re
+    return re.sub(r"[^A-Za-z0-9.=-]+", "_", label).strip("_") + ".json"
+
+
+def write_traces(points, outcomes, folder):
+    """One trace per point in ``folder`` (:func:`trace_name`), its configurations side by
+    side (:func:`sim.system.trace.write`); returns the files written (a point whose runs all
+    failed gets none)."""
+    from pathlib import Path
+    from sim.system.trace import write
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    files = []
+    for label, _, _ in points:
+        # a label may hold "/" (link_bw=3/80); a configuration's name does not
+        runs = {name.rpartition("/")[2]: o.value for name, o in outcomes.items()
+                if name.rpartition("/")[0] == label and o.ok}
+        if runs:
+            files.append(write(runs, folder / trace_name(label)))
+    return files
 
 
 def sweep_lines(points, configs, outcomes):
