@@ -148,6 +148,28 @@ def test_cases_of_one_run_are_run_once(monkeypatch):
                         "T-NLG-FC-1-TP8/t3": "(the run of T-NLG-FC-2-TP8) AssertionError: "
                                              "not bit-exact"}
 
+    # a case whose twin a record of today's code holds runs nothing: its runs are the record's
+    from sim.system.paper import recorded_twins
+    recorded = {"T-NLG-FC-1-TP16": {c: {"case": "T-NLG-FC-1-TP16", "cycles": i,
+                                        "workload": {"name": "T-NLG-FC-1-TP16"}}
+                                    for i, c in enumerate(("sequential", "t3"))}}
+    assert recorded_twins(("T-NLG-FC-2-TP16", "T-NLG-OP-TP8"), recorded,
+                          ("sequential", "t3"), 1.0) == {"T-NLG-FC-2-TP16": "T-NLG-FC-1-TP16"}
+    # not when the record lacks a run the caller asks for
+    assert recorded_twins(("T-NLG-FC-2-TP16",), recorded, RUNS, 1.0) == {}
+    ran.clear()
+    results, failures, _ = evaluate(("T-NLG-FC-2-TP16", "T-NLG-OP-TP8"), ("sequential", "t3"),
+                                    scale=1.0, check=False, recorded=recorded)
+    assert sorted(ran) == ["T-NLG-OP-TP8/sequential", "T-NLG-OP-TP8/t3"]
+    assert results["T-NLG-FC-2-TP16"]["t3"] == {
+        "case": "T-NLG-FC-2-TP16", "cycles": 1, "shared_with": "T-NLG-FC-1-TP16",
+        "workload": {"name": "T-NLG-FC-2-TP16"}}
+    ran.clear()                     # every case from the record: no job at all
+    results, failures, _ = evaluate(("T-NLG-FC-2-TP16",), ("sequential", "t3"), scale=1.0,
+                                    check=False, recorded=recorded)
+    assert ran == [] and not failures and set(results["T-NLG-FC-2-TP16"]) == {"sequential",
+                                                                               "t3"}
+
 
 # --- the tables and the report on a stored result ------------------------------------------------
 

@@ -23,7 +23,7 @@ from sim.system.workload import PRESETS, SUBLAYERS, scaled_cus
 
 
 __all__ = ["FIGURE16_CASES", "LARGE_CASES", "RUNS", "DEFAULT_SCALE", "PAPER_MEMORY_ROWS", "PAPER_ENGINE",
-           "PAPER_STATED", "shared_runs", "paper_jobs", "evaluate", "select_cases",
+           "PAPER_STATED", "shared_runs", "recorded_twins", "paper_jobs", "evaluate", "select_cases",
            "select_configs", "figure16_rows", "figure16_lines", "figure18_rows",
            "figure18_lines", "write_report", "geomean", "check_cases", "side_by_side_rows",
            "side_by_side_markdown"]
@@ -159,18 +159,32 @@ def paper_jobs(cases, configs, scale=None, sim=None):
     return jobs
 
 
+def recorded_twins(cases, recorded, configs=RUNS, scale=None):
+    """``{case: recorded case}``: the cases of ``cases`` missing from ``recorded`` (a record's
+    ``results`` of today's code) whose :func:`shared_runs` twin it holds with every run of
+    ``configs``, so that adding FC-2 to a record holding FC-1 runs nothing."""
+    missing = tuple(c for c in cases if c not in recorded)
+    pairs = shared_runs(tuple(recorded) + missing, scale)
+    return {case: pairs[case] for case in missing
+            if pairs.get(case) in recorded and set(configs) <= set(recorded[pairs[case]])}
+
+
 def evaluate(cases=FIGURE16_CASES, configs=RUNS, *, scale=None, sim=None, cache=None,
-             scheduler=None, workers=2, progress=True, check=True):
+             scheduler=None, workers=2, progress=True, check=True, recorded=None):
     """Run the jobs; returns ``(results, failures, wall seconds)``: ``results[case][config]``
-    is :func:`sim.system.cases.run_case`'s value, ``failures`` ``{job name: one-line error}``.  ``check``:
-    :func:`check_cases` first (the caller may have)."""
+    is :func:`sim.system.cases.run_case`'s value, ``failures`` ``{job name: one-line error}``.
+    ``check``: :func:`check_cases` first (the caller may have).  ``recorded``: a record's
+    results of today's code, whose runs a case's twin takes instead of running
+    (:func:`recorded_twins`)."""
     from sim.sweep import run_jobs
     scale = DEFAULT_SCALE if scale is None else scale
     if check:
         check_cases(cases, scale, configs)
+    reuse = recorded_twins(cases, recorded or {}, configs, scale)
+    run = tuple(c for c in cases if c not in reuse)
     start = time.monotonic()
-    outcomes = run_jobs(paper_jobs(cases, configs, scale, sim), cache=cache,
-                        scheduler=scheduler, workers=workers, progress=progress)
+    outcomes = run_jobs(paper_jobs(run, configs, scale, sim), cache=cache,
+                        scheduler=scheduler, workers=workers, progress=progress) if run else {}
     results, failures = {name: {} for name in cases}, {}
     for job_name, out in outcomes.items():
         case, _, config = job_name.partition("/")
@@ -178,18 +192,22 @@ def evaluate(cases=FIGURE16_CASES, configs=RUNS, *, scale=None, sim=None, cache=
             results[case][config] = out.value
         else:
             failures[job_name] = out.error
-    for case, owner in shared_runs(cases, scale).items():
+    for case, owner in shared_runs(run, scale).items():
         for config, r in results[owner].items():
             results[case][config] = _renamed(r, case, owner)
         for job_name, error in list(failures.items()):
             if job_name.startswith(f"{owner}/"):
                 failures[f"{case}/{job_name.partition('/')[2]}"] = f"(the run of {owner}) {error}"
+    for case, owner in reuse.items():
+        results[case] = {config: _renamed(recorded[owner][config], case, owner)
+                         for config in configs}
     return results, failures, time.monotonic() - start
 
 
 def _renamed(run, case, owner):
-    """``owner``'s run as ``case``'s (:func:`shared_runs`): its name, and whose run it is."""
-    run = dict(run, case=case, shared_with=owner)
+    """``owner``'s run as ``case``'s (:func:`shared_runs`): its name, and whose run it is (the
+    case that ran it, when ``owner``'s was itself shared)."""
+    run = dict(run, case=case, shared_with=run.get("shared_with", owner))
     if isinstance(run.get("workload"), dict):
         run["workload"] = dict(run["workload"], name=case)
     return run
