@@ -656,7 +656,8 @@ def cmd_paper(args):
           f"scale {args.scale:g} ({cus} CUs a GPU); every run verified bit for bit")
     twins = {**shared, **reuse}
     if twins:
-        print(f"  and {len(twins)} more cases, each the run of another (the same GEMM shapes "
+        print(f"  and {len(twins)} more case{'s' if len(twins) > 1 else ''}, each the run of "
+              f"another (the same GEMM shapes "
               f"in Table 2, ring and settings{'; from the record' if reuse else ''}): "
               f"{', '.join(f'{c} = {o}' for c, o in twins.items())}")
     print("  (a ring size's first run builds it: about 5 minutes for 8 GPUs, 10 for 16)",
@@ -672,8 +673,12 @@ def cmd_paper(args):
         print(f"FAILED {name}: {error}")
     report = write_report(results, failures, args.out, scale=args.scale, wall_s=wall)
     failed_jobs = [name for name in failures if name.partition("/")[0] not in twins]
-    print(f"\n{len(jobs) - len(failed_jobs)} of {len(jobs)} runs verified bit for bit in "
-          f"{wall / 60:.1f} minutes; report: {report}")
+    if jobs:
+        print(f"\n{len(jobs) - len(failed_jobs)} of {len(jobs)} runs verified bit for bit in "
+              f"{wall / 60:.1f} minutes; report: {report}")
+    else:
+        print(f"\nnothing to run: every case's runs are its twin's in the record; report: "
+              f"{report}")
     if args.record and not failures:
         from sim.system import figures
         path = figures.record(results, args.scale)

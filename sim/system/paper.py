@@ -645,8 +645,10 @@ def write_report(results, failures, out, *, scale=1.0, wall_s=None):
     for case, runs_ in results.items():
         for config, r in runs_.items():
             phases = ", ".join(f"{k} {v}" for k, v in r["phase_cycles"].items())
+            took = (f"{r['wall_s']:.0f} s" if "wall_s" in r else "—") + \
+                (f" (the run of {r['shared_with']})" if "shared_with" in r else "")
             md.append(f"| {case} {config} | {r['gpus']} | {r['cycles']} | {phases} | "
-                      f"{r['wall_s']:.0f} s |")
+                      f"{took} |")
     path = out / "report.md"
     path.write_text("\n".join(md) + "\n")
     return path
