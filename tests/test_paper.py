@@ -228,6 +228,13 @@ def test_figure16_and_18_tables_on_a_stored_result(tmp_path):
     assert (tmp_path / "r" / "figure16.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     stored = json.loads((tmp_path / "r" / "results.json").read_text())
     assert stored["results"] == STORED and stored["scale"] == 0.5
+    # a run taken from a record keeps no wall time: the report says whose run it was
+    from_record = {case: {c: dict(r) for c, r in runs.items()} for case, runs in STORED.items()}
+    run = from_record["A-OP-TP8"]["t3"]
+    del run["wall_s"]
+    run["shared_with"] = "Z-OP-TP8"
+    md = write_report(from_record, {}, tmp_path / "r2", scale=0.5).read_text()
+    assert "| A-OP-TP8 t3 | 2 | 800 | gemm_rs 600, ag 200 | — (the run of Z-OP-TP8) |" in md
 
 
 def test_gemm_efficiency_against_the_peak():
