@@ -806,7 +806,20 @@ def _blocks_arg(text):
         if name not in known:
             raise argparse.ArgumentTypeError(f"blocks: {name!r} is not one of "
                                              f"{', '.join(known)}")
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"blocks must differ, not {text!r}")
     return text
+
+
+def _freq_arg(text):
+    """An argparse ``type``: the clock asked of place and route, MHz in (0, 1000]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 < value <= 1000:          # nan fails both
+        raise argparse.ArgumentTypeError(f"must be a number of MHz in (0, 1000], not {text!r}")
+    return value
 
 
 def cmd_bench(args):
@@ -875,7 +888,7 @@ def build_parser():
             .add_subparsers(dest="block", required=True)
         for name, (top, add_args, _) in BLOCKS.items():
             p = synth_sub.add_parser(name, help=f"module {top}")
-            p.add_argument("--freq", type=float, default=100.0, metavar="MHZ",
+            p.add_argument("--freq", type=_freq_arg, default=100.0, metavar="MHZ",
                            help="the clock asked of place and route (default 100)")
             p.add_argument("--timeout", type=_int_arg(1), default=3600, metavar="SECONDS",
                            help="give each tool (Yosys, nextpnr) this long, wall clock "

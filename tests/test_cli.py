@@ -128,6 +128,12 @@ def test_run_refuses_bad_workloads(args, message, capsys):
     (["demo", "--sim", "icarus", "--wave", "{tmp}/w.vcd"], "icarus writes FST"),
     (["bench", "fpga", "--blocks", "tracker,ring"],
      "argument --blocks: blocks: 'ring' is not one of tracker, mc_arbiter, dma, nmc, node"),
+    (["synth", "ecp5", "tracker", "--freq", "nan"],
+     "argument --freq: must be a number of MHz in (0, 1000], not 'nan'"),
+    (["synth", "hx8k", "dma", "--freq", "0"],
+     "argument --freq: must be a number of MHz in (0, 1000], not '0'"),
+    (["bench", "fpga", "--blocks", "node,node"], "argument --blocks: blocks must differ, not "
+                                                 "'node,node'"),
     (["synth", "ecp5", "tracker", "--seed", "1,0"],
      "argument --seed: must be a positive integer, not 0"),
     (["synth", "ecp5", "tracker", "--seed", "2,3,2"], "argument --seed: seeds must differ, not "
