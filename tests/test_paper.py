@@ -304,6 +304,7 @@ def test_sweep_parameters_and_refusals():
     check_points(points, 2, ("sequential", "t3"), {})
     for bad, message in ((["x=1"], "--vary: 'x' is not one of"), (["k"], "--vary must be NAME="),
                          (["k=1", "k=2"], "--vary: k given twice"),
+                         (["k=64,64"], "--vary: k's values must differ, not '64,64'"),
                          (["link_bw=3"], "link_bw must be NUM/DEN"),
                          (["mcq_depth=1"], "mcq_depth must be an integer from 2 to 1024"),
                          (["dtype=bf16"], "dtype must be fp16 or fp32")):

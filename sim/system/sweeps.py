@@ -79,6 +79,8 @@ def parse_vary(texts):
         if name in out:
             raise ValueError(f"--vary: {name} given twice")
         out[name] = [PARAMETERS[name][0](v.strip()) for v in values.split(",")]
+        if len({repr(v) for v in out[name]}) != len(out[name]):
+            raise ValueError(f"--vary: {name}'s values must differ, not {values!r}")
     return out
 
 
