@@ -156,7 +156,13 @@ def _endpoint(step):
     return f"{step['cell']}.{step['port']}"
 
 
-def place_and_route(component, top, target="ecp5", freq_mhz=100, seed=1, timeout_s=3600):
+#: Wall-clock seconds each tool gets by default: the node with its L2 takes 4,600 s of nextpnr
+#: on an idle core (docs/l2.md), so three hours leaves room for a busy machine.
+TIMEOUT_S = 10_800
+
+
+def place_and_route(component, top, target="ecp5", freq_mhz=100, seed=1,
+                    timeout_s=TIMEOUT_S):
     """Synthesize ``component`` as module ``top``, place and route it for ``target`` asking
     ``freq_mhz``; returns a :class:`PnrResult`.  A design that misses the asked clock is still
     reported (its ``fmax`` says by how much); a tool that fails raises ``RuntimeError`` with

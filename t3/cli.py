@@ -890,10 +890,10 @@ def build_parser():
             p = synth_sub.add_parser(name, help=f"module {top}")
             p.add_argument("--freq", type=_freq_arg, default=100.0, metavar="MHZ",
                            help="the clock asked of place and route (default 100)")
-            p.add_argument("--timeout", type=_int_arg(1), default=3600, metavar="SECONDS",
+            p.add_argument("--timeout", type=_int_arg(1), default=10_800, metavar="SECONDS",
                            help="give each tool (Yosys, nextpnr) this long, wall clock "
-                                "(default 3600; the node with its L2 can take longer on a "
-                                "busy machine)")
+                                "(default 10800: the node with its L2 takes about 4,600 s "
+                                "of nextpnr on an idle core)")
             pnr_args(p)
             add_args(p)
             _system_args(p)
