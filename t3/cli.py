@@ -833,6 +833,12 @@ def cmd_bench(args):
     return bench.main(sims=args.sims.split(",") if args.sims else None, synth=not args.no_synth)
 
 
+def _timeline_period_arg(parser, what):
+    """``--timeline-period``: the cycles between a run's timeline samples (50 to 2^20)."""
+    parser.add_argument("--timeline-period", type=_int_arg(50, 1 << 20), default=500,
+                        metavar="CYCLES", help=f"cycles between {what} (default 500)")
+
+
 def build_parser():
     """The ``t3`` command's parser: every option's value is checked by its ``type`` while the
     command line is read, before any build, job or simulation (a file or folder the command
@@ -943,9 +949,7 @@ def build_parser():
                      help="draw every GPU's GEMM stage, link use, MCQ entries by stream, "
                           "Tracker entries and GEMM stalls over time (PNG, SVG or PDF; the "
                           "samples go beside it as FILE.json; or .json for the samples alone)")
-    run.add_argument("--timeline-period", type=_int_arg(50, 1 << 20), default=500,
-                     metavar="CYCLES", help="cycles between timeline and trace samples "
-                                            "(default 500)")
+    _timeline_period_arg(run, "timeline and trace samples")
     run.add_argument("--trace", metavar="FILE", type=_output_arg(".json"),
                      help="write a trace for Perfetto or chrome://tracing: every GPU's phases, "
                           "GEMM stages, ring steps received, link use, MCQ and Tracker "
@@ -961,9 +965,7 @@ def build_parser():
     compare.add_argument("--trace", metavar="FILE", type=_output_arg(".json"),
                          help="write every configuration's run as one trace for Perfetto or "
                               "chrome://tracing, side by side (t3 run --trace's tracks)")
-    compare.add_argument("--timeline-period", type=_int_arg(50, 1 << 20), default=500,
-                         metavar="CYCLES", help="with --trace: cycles between samples "
-                                                "(default 500)")
+    _timeline_period_arg(compare, "--trace's samples")
     compare.set_defaults(func=cmd_compare)
 
     paper = sub.add_parser("paper", help="the paper's evaluation on the RTL: Figures 16 and 18 "
@@ -1025,9 +1027,7 @@ def build_parser():
     sweep.add_argument("--trace", metavar="DIR", type=_folder_arg,
                        help="write a trace per point into DIR, its configurations side by "
                             "side (t3 run --trace's tracks; the runs sample their timelines)")
-    sweep.add_argument("--timeline-period", type=_int_arg(50, 1 << 20), default=500,
-                       metavar="CYCLES", help="with --trace: cycles between samples "
-                                              "(default 500)")
+    _timeline_period_arg(sweep, "--trace's samples")
     sweep.add_argument("--no-cache", action="store_true", help="run every job")
     sweep.set_defaults(func=cmd_sweep)
 
