@@ -21,7 +21,7 @@ __all__ = ["Ring", "check_ring", "registered_reset", "MAX_GPUS"]
 GPU_MODULE = "t3_gpu"
 
 #: The largest ring the system builds.
-MAX_GPUS = 16
+MAX_GPUS = 64
 
 
 def check_ring(nparams: NodeParams, gpus, latency, num, den):

@@ -297,14 +297,14 @@ def _link_bw(text):
 
 
 def _ring(args):
-    from sim.system.run import ENGINE_PARAMS, LINK_LATENCY, memory_rows_for, node_params
+    from sim.system.run import LINK_LATENCY, engine_params_for, memory_rows_for, node_params
     from system.ring import Ring
     num, den = _link_bw(args.link_bw)
     latency = LINK_LATENCY if args.link_latency is None else args.link_latency
     rows = memory_rows_for(args.gpus) if args.memory_rows is None else args.memory_rows
-    return Ring(_params(args), node_params(rows), gpus=args.gpus,
+    return Ring(_params(args), node_params(rows, gpus=args.gpus), gpus=args.gpus,
                 latency=latency, num=num, den=den,
-                engines=ENGINE_PARAMS if args.engines else None)
+                engines=engine_params_for(args.gpus) if args.engines else None)
 
 
 #: name -> (Verilog module name, argument adder, constructor from parsed arguments)
@@ -528,21 +528,22 @@ def _print_result(r):
 
 
 def _check_wave(args):
-    """A waveform's suffix names what the simulator writes: FST (Icarus), else VCD."""
+    """A waveform's suffix names its format, which the simulator must write (Verilator VCD
+    or FST, Icarus FST); ``--wave-scope`` needs a wave and an instance of the ring."""
     from sim.harness.runner import default_sim
-    if args.wave:
-        sim = args.sim or default_sim()
-        want = ".fst" if sim == "icarus" else ".vcd"
-        if Path(args.wave).suffix.lower() != want:
-            raise ValueError(f"--wave: {sim} writes {want[1:].upper()}: the file must end in "
-                             f"{want}, not {args.wave!r}")
+    from sim.system.run import check_wave
+    scope = getattr(args, "wave_scope", None)
+    try:
+        check_wave(args.wave, args.sim or default_sim(), scope, getattr(args, "gpus", None))
+    except ValueError as error:
+        raise ValueError(f"--{error}".replace("--wave_scope", "--wave-scope")) from None
 
 
 def cmd_run(args):
     import json
     from sim.system.run import run_config
+    spec, ring = _workload(args)            # sets the ring size a preset implies
     _check_wave(args)
-    spec, ring = _workload(args)
     print(f"T3 system: {args.gpus} GPUs, {args.config}, workload {spec.name}: "
           f"{spec.m} x {spec.n} x {spec.k} {spec.dtype}")
     print(_scale_line(spec, args.gpus, ring))
@@ -550,7 +551,7 @@ def cmd_run(args):
           "for 4 GPUs, five for 16)", flush=True)
     try:
         r = run_config(spec, args.gpus, args.config, sim=args.sim, seed=args.seed,
-                       wave=args.wave, **ring,
+                       wave=args.wave, wave_scope=args.wave_scope, **ring,
                        timeline=args.timeline_period if args.timeline or args.trace
                        else None,
                        progress=lambda line: print(f"  ...        {line}", flush=True))
@@ -565,7 +566,11 @@ def cmd_run(args):
     print(f"  verified   {'yes' if r['verified'] else 'NO'}: every GPU's output chunks equal "
           f"the ring-ordered numpy reference bit for bit")
     if args.wave:
-        print(f"  waveform   {args.wave}")
+        from sim.system.waves import write as write_save
+        save = write_save(r, args.wave_scope)
+        print(f"  waveform   {args.wave}" + (f" ({args.wave_scope} and below)"
+                                              if args.wave_scope else ""))
+        print(f"  save file  {save} (gtkwave {save}: each block's ports in a group)")
     if args.timeline:
         from sim.system.timeline import write
         files = write(r, args.timeline)
@@ -937,13 +942,17 @@ def build_parser():
     _workload_args(run)
     run.add_argument("--memory-rows", type=_int_arg(1), default=None,
                      help=f"HBM rows per bank of every node (default {MEMORY_ROWS}, 128 KiB, "
-                          f"up to 8 GPUs; 16 beyond, which their default workload needs; 32 "
-                          f"with a preset)")
+                          f"up to 8 GPUs, then 16, 32 and 64 up to 16, 32 and 64 GPUs, which "
+                          f"their default workload needs; with a preset 64, 128 at TP 32)")
     run.add_argument("--config", choices=CONFIGS, default="t3",
                      help="configuration (default t3)")
     run.add_argument("--wave", metavar="FILE", type=_output_arg(".vcd", ".fst"),
-                     help="write a waveform (VCD from Verilator, FST from Icarus) for GTKWave "
-                          "or Surfer")
+                     help="write a waveform for GTKWave or Surfer, in the format its suffix "
+                          "names (Verilator: .vcd or .fst; Icarus: .fst), and beside it "
+                          "FILE.gtkw, a GTKWave save file grouping each block's ports")
+    run.add_argument("--wave-scope", metavar="PATH", default=None,
+                     help="only this instance of the ring and what is below it in the wave: "
+                          "gpu1, gpu1.node.dma, link0 (default: the whole ring)")
     run.add_argument("--timeline", metavar="FILE",
                      type=_output_arg(".png", ".svg", ".pdf", ".json"),
                      help="draw every GPU's GEMM stage, link use, MCQ entries by stream, "

@@ -111,16 +111,22 @@ def test_run_refuses_bad_workloads(args, message, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["run", "--gpus", "1"], "argument --gpus: must be an integer from 2 to 16, not 1"),
-    (["run", "--gpus", "-3"], "argument --gpus: must be an integer from 2 to 16, not -3"),
-    (["compare", "--gpus", "0"], "argument --gpus: must be an integer from 2 to 16, not 0"),
+    (["run", "--gpus", "1"], "argument --gpus: must be an integer from 2 to 64, not 1"),
+    (["run", "--gpus", "-3"], "argument --gpus: must be an integer from 2 to 64, not -3"),
+    (["compare", "--gpus", "0"], "argument --gpus: must be an integer from 2 to 64, not 0"),
     (["run", "--m", "1.5"], "argument --m: must be an integer, not '1.5'"),
     (["run", "--k", "1000000000"], "k must be an integer from 1 to 349525 (a GPU's A and B"),
     (["run", "--json", "{missing}/r.json"], "argument --json: folder '{missing}' of"),
     (["run", "--json", "{tmp}"], "argument --json: '{tmp}' is a folder, not a file"),
     (["run", "--wave", "{tmp}/w.txt"], "argument --wave: must end in .vcd or .fst"),
-    (["run", "--wave", "{tmp}/w.fst", "--sim", "verilator"],
-     "--wave: verilator writes VCD: the file must end in .vcd"),
+    (["run", "--wave", "{tmp}/w.vcd", "--sim", "icarus"],
+     "--wave: icarus writes FST: the file must end in .fst, not"),
+    (["run", "--wave-scope", "gpu1"], "--wave-scope: needs a wave to write"),
+    (["run", "--wave", "{tmp}/w.fst", "--wave-scope", "gpu4"],
+     "--wave-scope must be an instance of the ring (gpu0 to gpu3, link0 to link3, and below: "
+     "gpu1.node.dma), not 'gpu4'"),
+    (["run", "--wave", "{tmp}/w.fst", "--wave-scope", "gpu1..node"],
+     "--wave-scope must be an instance of the ring"),
     (["compare", "--plot", "{tmp}/p.gif"], "argument --plot: must end in .png, .pdf or .svg"),
     (["export", "tracker", "--out", "{tmp}/file"], "argument --out: '{tmp}/file' is a file"),
     (["demo", "--wgs", "0"], "argument --wgs: must be a positive integer, not 0"),
@@ -247,9 +253,9 @@ def test_export_node_and_ring(tmp_path, capsys):
     text = (tmp_path / "t3_ring.v").read_text()
     assert "module t3_ring(" in text and "gpu1_cfg__awaddr" in text
     with pytest.raises(SystemExit) as exit_info:
-        main(["export", "ring", "--gpus", "17", "--out", str(tmp_path)])
+        main(["export", "ring", "--gpus", "65", "--out", str(tmp_path)])
     assert exit_info.value.code == 2
-    assert "argument --gpus: must be an integer from 2 to 16, not 17" in capsys.readouterr().err
+    assert "argument --gpus: must be an integer from 2 to 64, not 65" in capsys.readouterr().err
 
 
 def test_compare_views_and_plot(tmp_path):

@@ -84,9 +84,9 @@ def test_scale_and_selection_refusals():
     assert select_configs(None) == RUNS
     with pytest.raises(ValueError, match="configs: 't4' is not one of"):
         select_configs("t3,t4")
-    with pytest.raises(ValueError, match="case GPT-3-OP-TP32: TP 32 needs a ring of 32 GPUs"):
-        check_cases(("GPT-3-OP-TP32",), 1.0)
     check_cases(FIGURE16_CASES, 1.0)          # every Figure 16 run programs
+    for scale in (0.5, 1.0):                  # and every TP-32 run, on its 32-GPU ring
+        check_cases(LARGE_CASES, scale)
     # an engine memory too small for the partials and their read-back is refused (the capture
     # address would wrap onto the partials)
     import dataclasses

@@ -109,14 +109,27 @@ def check_l2(r, config):
 def test_end_to_end_bit_exact_with_an_l2(simulator, config, tmp_path, t3_options):
     """Nodes with an L2 between the CUs and the memory controller: the same bit-exact result
     and DRAM writes by category as without (the L2 writes every cached output beat back
-    once), and the L2's counters agree with the DRAM's."""
+    once), and the L2's counters agree with the DRAM's.  The timeline samples the L2's read
+    hits and misses too: never more than the run's, a hit rate in [0, 1] in the GEMM's
+    intervals, and the trace's hit-rate counter carries it."""
+    from sim.system.timeline import series
+    from sim.system.trace import events
     gpus = 2
     spec = GemmSpec(n=16 * gpus, **SMALL)
     r = run_config(spec, gpus, config, sim=simulator, build_dir=tmp_path,
-                   seed=t3_options.seed, l2=TEST_L2)
+                   seed=t3_options.seed, l2=TEST_L2, timeline=50)
     assert r["verified"] is True
     check_traffic(r, spec, gpus, config)
     check_l2(r, config)
+    regs = r["timeline"]["regs"]
+    assert regs[-2:] == ["l2.read_hits", "l2.read_misses"]
+    last = r["timeline"]["samples"][-1]["gpus"]
+    for k, name in ((-2, "read_hits"), (-1, "read_misses")):
+        assert sum(v[k] for v in last) <= sum(p[name] for p in r["l2"].values())
+    rates = [x for g in series(r)["l2_hits"] for x in g if x == x]     # NaN: no reads
+    assert rates and all(0 <= x <= 1 for x in rates)
+    counted = [e for e in events(r) if e["name"] == "L2 read hit rate"]
+    assert len(counted) == len(rates)
 
 
 @pytest.mark.cocotb

@@ -197,8 +197,8 @@ def test_run_checks_the_engines_programs_before_a_simulator_starts(monkeypatch):
     workload is fine for the Python-driven ring, which has no such register.  The default
     run of every ring size passes the same check with the memory it gets by default."""
     import sim.harness.runner as runner
-    from sim.system.run import ENGINE_PARAMS, check_config, memory_rows_for, run_config, \
-        system_params
+    from sim.system.run import ENGINE_PARAMS, check_config, engine_params_for, memory_rows_for, \
+        run_config, system_params
     monkeypatch.setattr(runner, "run_cocotb", lambda *a, **k: pytest.fail("a build started"))
     from sim.system.workload import workload_spec
     spec = GemmSpec(m=32, n=64, k=64, cus=2, flops_per_cycle=0.001)   # 131,072,000 cycles
@@ -208,9 +208,9 @@ def test_run_checks_the_engines_programs_before_a_simulator_starts(monkeypatch):
     check_config(spec, 2, "t3", *system_params(), None)
     assert check_config(GemmSpec(m=32, n=64, k=64, cus=2), 2, "t3", *system_params(),
                         ENGINE_PARAMS) is None
-    for gpus in range(2, 17):       # every ring size's default run fits its default memory
-        check_config(workload_spec(gpus), gpus, "t3", *system_params(memory_rows_for(gpus)),
-                     ENGINE_PARAMS)
+    for gpus in range(2, 65):       # every ring size's default run fits its default memory
+        check_config(workload_spec(gpus), gpus, "t3",
+                     *system_params(memory_rows_for(gpus), gpus=gpus), engine_params_for(gpus))
 
 
 # --- the link model ---------------------------------------------------------------------------
@@ -299,16 +299,19 @@ NP = NodeParams()
 
 
 def _fused_driver(gpus, spec=None):
+    from sim.system.run import memory_rows_for, node_params
     spec = spec or GemmSpec(m=32, n=16 * gpus, k=32, wfs_per_wg=2)
     wl = Workload(spec, gpus, P)
-    driver = Driver(P, NP, gpus)
+    # beyond 16 GPUs: wider GPU numbers, and the memory the system gives such a ring
+    nparams = NP if gpus <= 16 else node_params(memory_rows_for(gpus), gpus=gpus)
+    driver = Driver(P, nparams, gpus)
     layout = allocate(driver, wl)
     return driver, wl, layout
 
 
-@pytest.mark.parametrize("gpus", [2, 3, 4, 8, 16])
+@pytest.mark.parametrize("gpus", [2, 3, 4, 8, 16, 32, 64])
 def test_fused_configuration_fits_every_ring(gpus):
-    """The fused set-up of docs/design.md section 3 passes every check for 2 to 16 GPUs, with at
+    """The fused set-up of docs/design.md section 3 passes every check for 2 to 64 GPUs, with at
     most 3 Tracker regions (chunks of steps 2..G-1 in up to two runs, plus the neighbour's
     final chunk) and one remote window per GPU."""
     driver, wl, layout = _fused_driver(gpus)
@@ -321,7 +324,7 @@ def test_fused_configuration_fits_every_ring(gpus):
         assert sum(not c.tracked for c in commands) == (1 if gpus > 2 else 0)
         assert all(c.dst_gpu == (g - 1) % gpus for c in commands)
         assert driver.remote(g).dst_gpu == (g - 1) % gpus
-        assert driver.register_writes(g, block_registers(P, NP))
+        assert driver.register_writes(g, block_registers(P, driver.nparams))
     map_ring_windows(driver, wl, "R")
     assert all(driver.regions(g) == [] for g in range(gpus))
 
@@ -397,7 +400,10 @@ def test_driver_refusals_name_the_field_and_touch_nothing():
     _refused(driver, r"tracked_gpu must be an integer from 0 to 3 .*, not 99", driver.gemm,
              c0, [[0]], 1, tracked_gpu=99)
     _refused(driver, "first must be a non-negative integer, not 1.5", c0.cols_range, 1.5, 2)
-    with pytest.raises(ValueError, match="gpus must be an integer from 2 to 16, not 17"):
+    with pytest.raises(ValueError, match="gpus must be an integer from 2 to 64, not 65"):
+        Driver(P, NP, 65)
+    # a ring larger than the GPU numbers count (4 bits: 16 GPUs), as the ring's own check
+    with pytest.raises(ValueError, match="^gpus 17 needs more than gpu_bits 4$"):
         Driver(P, NP, 17)
     # more open tiles in one Tracker set than it has ways
     stages = [[k * NP.tracker.sets for k in range(5)], []]

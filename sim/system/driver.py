@@ -107,6 +107,8 @@ class Driver:
     def __init__(self, params: T3Params, nparams: NodeParams, gpus):
         self.params, self.nparams = params, nparams
         self.gpus = check_int("gpus", gpus, 2, MAX_GPUS)
+        if gpus > nparams.dma.max_gpus:     # as system.ring.check_ring: GPU numbers fit
+            raise ValueError(f"gpus {gpus} needs more than gpu_bits {nparams.dma.gpu_bits}")
         self.capacity = nparams.memory_bytes(params)
         self._gpu = [_GPUConfig(next_free=0) for _ in range(gpus)]
 

@@ -93,14 +93,15 @@ def check_cases(cases, scale, configs=RUNS):
     """Refuse a case the rings cannot run, before any job (the ring size, the programming of
     every run in ``configs``)."""
     from system.ring import MAX_GPUS
-    from sim.system.run import PAPER_L2, check_config, paper_l2_config, system_params
-    params, nparams = system_params(PAPER_MEMORY_ROWS, l2=PAPER_L2)
+    from sim.system.run import (PAPER_L2, check_config, paper_l2_config, paper_memory_rows,
+                                system_params)
     scaled_cus(scale)
     for name in cases:
         spec, gpus, _ = case_setup(name, scale)
         if gpus > MAX_GPUS:
             raise ValueError(f"case {name}: TP {gpus} needs a ring of {gpus} GPUs; the ring "
                              f"has at most {MAX_GPUS}")
+        params, nparams = system_params(paper_memory_rows(gpus), l2=PAPER_L2, gpus=gpus)
         for config in configs:
             try:
                 check_config(spec, gpus, config, params, nparams, PAPER_ENGINE,

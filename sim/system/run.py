@@ -9,6 +9,7 @@ from pathlib import Path
 
 from hw.params import T3Params, check_int
 from l2.config import L2Config, L2Params
+from dma.config import DMAParams
 from nmc.config import NMCParams
 from system.engine.config import EngineParams
 from system.node import NodeParams
@@ -17,7 +18,8 @@ from sim.harness.runner import default_sim, design_key, run_for_result
 from sim.system.workload import LINK_BANDWIDTH, LINK_CHARGES_HEADERS, SCALE, Workload
 
 
-__all__ = ["system_params", "node_params", "run_config", "check_config", "describe_scale",
+__all__ = ["system_params", "node_params", "gpu_bits_for", "check_wave", "engine_params_for",
+           "paper_memory_rows", "run_config", "check_config", "describe_scale",
            "ring_build", "idle_rate", "ENGINE_PARAMS", "CXX_OPT", "CXX_OPT_PYTHON",
            "LINK_LATENCY", "FORMATS", "MEMORY_ROWS", "memory_rows_for", "PAPER_MEMORY_ROWS",
            "PAPER_ENGINE", "preset_setup", "PAPER_L2", "PAPER_L2_BYTES", "L2_HIT_FRACTION",
@@ -45,14 +47,16 @@ ENGINE_PARAMS = EngineParams(local_beats=4096, slots=8, buffer_beats=512, pendin
 CXX_OPT = os.environ.get("T3_CXX_OPT") or "-O2"
 CXX_OPT_PYTHON = "-O0"
 
-#: HBM rows per bank of the system's nodes (128 KiB per GPU) up to 8 GPUs; beyond, twice as
-#: many (:func:`memory_rows_for`): the default workload's output and receive slots grow with G.
+#: HBM rows per bank of the system's nodes (128 KiB per GPU) up to 8 GPUs; beyond, as many
+#: times more as the ring is times 8 GPUs, rounded up to a power of two
+#: (:func:`memory_rows_for`): the default workload's output and receive slots grow with G.
 MEMORY_ROWS = 8
 
 
-#: HBM rows per bank of the nodes of the rings the Table 2 presets run on (1 MiB per GPU: the
-#: output, receive slots and input panels of the largest Figure 16 case at scale 1 fit; at
-#: 512 KiB the FC cases at TP 8 did not).
+#: HBM rows per bank of the nodes of the rings the Table 2 presets run on up to TP 16 (1 MiB
+#: per GPU: the output, receive slots and input panels of the largest Figure 16 case at scale
+#: 1 fit; at 512 KiB the FC cases at TP 8 did not); twice as many at TP 32
+#: (:func:`paper_memory_rows`: PALM's and MT-NLG's FC and IP cases at scale 1 need 1-1.5 MiB).
 PAPER_MEMORY_ROWS = 64
 
 #: The GPU-side engines of those rings: the engine's memory holds the GPU's partial output
@@ -119,31 +123,64 @@ def preset_setup(spec, gpus=None):
     scaled link latency (:func:`sim.system.workload.link_latency_for`)."""
     from sim.system.workload import PRESETS, link_latency_for
     gpus = gpus or PRESETS[spec.name]["tp"]
-    return {"memory_rows": PAPER_MEMORY_ROWS, "latency": link_latency_for(spec),
+    return {"memory_rows": paper_memory_rows(gpus), "latency": link_latency_for(spec),
             "engines": PAPER_ENGINE, "l2": PAPER_L2,
             "l2_config": paper_l2_config(spec, gpus)}
 
 
+def _times_pow2(gpus, per):
+    """How many ``per``-GPU groups a ring of ``gpus`` spans, rounded up to a power of two."""
+    groups = -(-gpus // per)
+    return 1 << (groups - 1).bit_length()
+
+
 def memory_rows_for(gpus):
-    """The HBM rows per bank a ring of ``gpus`` gets when the caller names none."""
-    return MEMORY_ROWS if gpus <= 8 else 2 * MEMORY_ROWS
+    """The HBM rows per bank a ring of ``gpus`` gets when the caller names none: 8 up to 8
+    GPUs, 16 up to 16, 32 up to 32, 64 up to 64 (the default workload's N grows with G)."""
+    return MEMORY_ROWS * _times_pow2(gpus, 8)
 
 
-def node_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None):
+def paper_memory_rows(gpus):
+    """The HBM rows per bank of a Table 2 preset's ring of ``gpus``: :data:`PAPER_MEMORY_ROWS`
+    up to 16 GPUs, twice as many beyond."""
+    return PAPER_MEMORY_ROWS * (1 if gpus <= 16 else 2)
+
+
+def engine_params_for(gpus):
+    """The GPU-side engines of a ring of ``gpus`` when the caller names none:
+    :data:`ENGINE_PARAMS` up to 16 GPUs; beyond, a local memory as many times larger as the
+    ring is times 16 GPUs, rounded up to a power of two (it holds the partial output and its
+    read-back, which grow with the default workload's N)."""
+    return dataclasses.replace(ENGINE_PARAMS,
+                               local_beats=ENGINE_PARAMS.local_beats * _times_pow2(gpus, 16))
+
+
+def gpu_bits_for(gpus):
+    """The width of a GPU number on the link (the DMA's ``gpu_bits``) in a ring of ``gpus``:
+    the DMA's default 4 up to 16 GPUs (so those rings' hardware does not change with the
+    limit), the bits that number ``gpus`` GPUs beyond."""
+    return max(DMAParams.gpu_bits, (gpus - 1).bit_length())
+
+
+def node_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None, gpus=None):
     """The :class:`system.node.NodeParams` of the system's nodes: ALUs for :data:`FORMATS`,
     memory of ``memory_rows`` rows per bank (8: 128 KiB per GPU), an MCQ of ``mcq_depth``
     entries (default: the node's, 64), an L2 of geometry ``l2`` (an
-    :class:`l2.config.L2Params`; default none)."""
+    :class:`l2.config.L2Params`; default none), GPU numbers wide enough for a ring of
+    ``gpus`` (:func:`gpu_bits_for`; default 16 GPUs)."""
     node = NodeParams(nmc=NMCParams(rows=memory_rows, formats=FORMATS), l2=l2)
+    if gpus is not None and gpu_bits_for(gpus) != node.dma.gpu_bits:
+        node = dataclasses.replace(node, dma=dataclasses.replace(
+            node.dma, gpu_bits=gpu_bits_for(gpus)))
     if mcq_depth is not None:
         node = dataclasses.replace(node, arbiter=dataclasses.replace(node.arbiter,
                                                                      depth=mcq_depth))
     return node
 
 
-def system_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None):
+def system_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None, gpus=None):
     """``(T3Params, NodeParams)`` of the system: the default widths and :func:`node_params`."""
-    return T3Params(), node_params(memory_rows, mcq_depth, l2)
+    return T3Params(), node_params(memory_rows, mcq_depth, l2, gpus)
 
 
 def describe_scale(spec, gpus, latency=LINK_LATENCY):
@@ -209,6 +246,32 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
                 raise ValueError(f"GPU {g}'s engine: {error}") from None
 
 
+def check_wave(wave, sim, scope=None, gpus=None):
+    """The waveform format of ``wave`` (a path whose suffix names it) on ``sim``, or None
+    without one; refuses a format the simulator does not write, a scope without a wave, and
+    (with ``gpus``) a scope whose first part is not an instance of the ring (``gpuN``,
+    ``linkN``; the parts below are checked against the design once it is exported)."""
+    from sim.harness.runner import WAVE_FORMATS
+    if not wave:
+        if scope:
+            raise ValueError("wave_scope: needs a wave to write")
+        return None
+    fmt = Path(wave).suffix.lower().lstrip(".")
+    formats = {**WAVE_FORMATS, "amaranth": ("vcd",)}[sim]    # Amaranth's simulator: VCD
+    if fmt not in formats:
+        raise ValueError(f"wave: {sim} writes {' or '.join(formats).upper()}: the file must "
+                         f"end in {' or '.join('.' + f for f in formats)}, not {str(wave)!r}")
+    if scope is not None:
+        first = str(scope).split(".")[0]
+        known = [f"{kind}{g}" for kind in ("gpu", "link") for g in range(gpus or 0)]
+        if not scope or any(not part for part in str(scope).split(".")) or \
+                (gpus and first not in known):
+            raise ValueError(f"wave_scope must be an instance of the ring (gpu0 to "
+                             f"gpu{(gpus or 1) - 1}, link0 to link{(gpus or 1) - 1}, and "
+                             f"below: gpu1.node.dma), not {scope!r}")
+    return fmt
+
+
 def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
                bandwidth=LINK_BANDWIDTH, engines=True, mcq_depth=None, l2=None,
                geometry=None, charge_headers=LINK_CHARGES_HEADERS):
@@ -216,8 +279,8 @@ def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
     ``l2``, ``geometry`` and ``charge_headers`` as in :func:`run_config`."""
     from system.ring import Ring
     memory_rows = memory_rows or memory_rows_for(gpus)
-    params, nparams = geometry or system_params(memory_rows, mcq_depth, l2)
-    eparams = ENGINE_PARAMS if engines is True else (engines or None)
+    params, nparams = geometry or system_params(memory_rows, mcq_depth, l2, gpus)
+    eparams = engine_params_for(gpus) if engines is True else (engines or None)
     key = design_key(Ring, params.to_dict(), nparams.to_dict(), gpus, latency, bandwidth,
                      eparams.to_dict() if eparams else None, charge_headers)
 
@@ -240,6 +303,7 @@ def idle_rate(gpus, *, sim=None, cycles=20_000, build_dir=None, **kwargs):
 
 
 def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=None,
+               wave_scope=None,
                progress=None, memory_rows=None, latency=LINK_LATENCY,
                bandwidth=LINK_BANDWIDTH, engines=True, cxx_opt=None, timeline=None,
                mcq_depth=None, l2=None, l2_config=None, geometry=None,
@@ -247,7 +311,8 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     """Run ``config`` on a ring of ``gpus``; returns the result dict of
     :func:`sim.system.testbench.run_system`.  ``progress(line)`` sees the testbench's progress
     lines.  ``engines``: the GPUs' traffic comes from the GPU-side engines in the ring's RTL
-    (``True``: :data:`ENGINE_PARAMS`; or an :class:`EngineParams`); ``False``: from the CU
+    (``True``: :func:`engine_params_for` the ring, :data:`ENGINE_PARAMS` up to 16 GPUs; or an
+    :class:`EngineParams`); ``False``: from the CU
     kernels in Python, stepped every cycle (the reference, about 30 times slower).
     ``cxx_opt``: the Verilator model's C++ optimisation (default :data:`CXX_OPT` with the
     engines, :data:`CXX_OPT_PYTHON` without).  ``timeline``: sample every GPU's timeline
@@ -260,14 +325,17 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     ``memory_rows``, ``mcq_depth`` and ``l2`` then do nothing), e.g. the board's
     (:class:`system.board.BoardParams`).  ``charge_headers``: whether a link packet's header
     costs link bandwidth (default :data:`sim.system.workload.LINK_CHARGES_HEADERS`: no, as the
-    paper's link model)."""
+    paper's link model).  ``wave``: write a waveform there, in the format its suffix names
+    (``.vcd`` or ``.fst``: :data:`sim.harness.runner.WAVE_FORMATS`); ``wave_scope``: of that
+    instance of the ring and below only (``"gpu1"``, ``"gpu1.node.dma"``, ``"link0"``)."""
     import sim.system.testbench as tb
     sim = sim or default_sim()
     check_int("gpus", gpus, 2, MAX_GPUS)
     memory_rows = memory_rows or memory_rows_for(gpus)
-    params, nparams = geometry or system_params(memory_rows, mcq_depth, l2)
-    eparams = ENGINE_PARAMS if engines is True else (engines or None)
+    params, nparams = geometry or system_params(memory_rows, mcq_depth, l2, gpus)
+    eparams = engine_params_for(gpus) if engines is True else (engines or None)
     check_config(spec, gpus, config, params, nparams, eparams, l2_config)
+    wave_format = check_wave(wave, sim, wave_scope, gpus)
     if timeline is not None:
         check_int("timeline", timeline, 50, 1 << 20, note="the sampling period in cycles")
         if eparams is None:
@@ -302,7 +370,7 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     try:
         result = run_for_result(make, top, tb.__name__, "run_system",
                                 config_json, sim, build_dir, waves=bool(wave),
-                                cache_key=key,
+                                wave_format=wave_format, wave_scope=wave_scope, cache_key=key,
                                 cxx_opt=cxx_opt or (CXX_OPT if eparams else CXX_OPT_PYTHON))
     finally:
         stop.set()
@@ -314,4 +382,5 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
             raise RuntimeError(f"the simulator wrote no waveform in {build_dir}")
         Path(wave).write_bytes(dumps[0].read_bytes())
         result["wave"] = str(wave)
+        result["wave_design"] = str(build_dir / f"{top}.wave.v")
     return result

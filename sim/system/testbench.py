@@ -54,6 +54,9 @@ TIMELINE_REGS = [("gpu", "stores"), ("gpu", "reads"), ("dma", "link_busy"), ("dm
                  ("arbiter", "occupancy"), ("arbiter", "compute_occupancy"),
                  ("tracker", "occupancy")]
 
+#: What the timeline reads besides, when the nodes have an L2: its read hits and misses.
+TIMELINE_L2_REGS = [("l2", "read_hits"), ("l2", "read_misses")]
+
 
 class RingHost:
     """The host's side of one configuration run on a ring DUT: the driver, each node's
@@ -295,14 +298,21 @@ class EngineSystem(RingHost):
         self.timeline = []
         self.spans = {}                             # phase -> (first cycle, last cycle)
 
+    def timeline_regs(self):
+        """What :meth:`sample` reads: :data:`TIMELINE_REGS`, and :data:`TIMELINE_L2_REGS`
+        when the nodes have an L2."""
+        return TIMELINE_REGS + (TIMELINE_L2_REGS if self.nparams.l2 is not None else [])
+
     async def sample(self, period):
         """The timeline: every ``period`` cycles while a phase runs, every GPU's
         :data:`TIMELINE_REGS` read over its configuration port (no Python per cycle in
         between; the reads touch no datapath, so the run's cycles are the same)."""
         from cocotb.triggers import Timer
 
+        regs = self.timeline_regs()
+
         async def one(g):
-            return [await self.read(g, block, name) for block, name in TIMELINE_REGS]
+            return [await self.read(g, block, name) for block, name in regs]
         while True:
             await Timer(period, "ns")
             if self.phase is None:
@@ -512,7 +522,7 @@ async def run_system(dut):
         result = system.results()
         if sampler is not None:
             result["timeline"] = {"period": cfg["timeline"], "regs": [
-                f"{b}.{n}" for b, n in TIMELINE_REGS], "samples": system.timeline,
+                f"{b}.{n}" for b, n in system.timeline_regs()], "samples": system.timeline,
                 "spans": system.spans, "link": list(system.bandwidth),
                 "charge_headers": system.charge_headers,
                 "chunk_beats": system.layout["chunk_beats"]}

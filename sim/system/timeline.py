@@ -11,7 +11,8 @@ Per GPU and sampling interval:
 * **MCQ, compute / communication** — the memory controller queue's entries by stream at the
   sample;
 * **Tracker** — its valid entries at the sample;
-* **GEMM stalled** — the fraction of the interval a compute request waited at the arbiter.
+* **GEMM stalled** — the fraction of the interval a compute request waited at the arbiter;
+* **L2 read hit rate** (nodes with an L2) — the interval's read hits over its reads.
 
 :func:`draw` shows each as a GPU x time heat map, the phases marked; a user sees the overlap,
 and where it breaks, at a glance.
@@ -21,7 +22,7 @@ import json
 from pathlib import Path
 
 
-__all__ = ["series", "draw", "write", "PANELS"]
+__all__ = ["series", "draw", "write", "panels", "PANELS", "L2_PANEL"]
 
 
 #: The panels: (key, title, colour map).
@@ -31,6 +32,15 @@ PANELS = (("stage", "GEMM stage (ring step being stored)", "viridis"),
           ("mcq_comm", "MCQ entries: communication", "Oranges"),
           ("tracker", "Tracker entries", "Greens"),
           ("stalled", "GEMM stalled at the arbiter (fraction)", "Reds"))
+
+#: The panel of runs whose nodes have an L2 (their samples hold ``l2.read_hits`` and
+#: ``l2.read_misses``): the interval's read hits over its reads (blank without reads).
+L2_PANEL = ("l2_hits", "L2 read hit rate", "cividis")
+
+
+def panels(result):
+    """The panels of ``result``'s timeline: :data:`PANELS`, and :data:`L2_PANEL` with an L2."""
+    return PANELS + ((L2_PANEL,) if "l2.read_hits" in result["timeline"]["regs"] else ())
 
 
 def series(result):
@@ -46,7 +56,8 @@ def series(result):
     sent = "dma.link_busy" if tl.get("charge_headers", True) else "dma.beats_sent"
     out = {"cycles": [s["cycle"] for s in samples],
            "phases": [(name, a, b) for name, (a, b) in tl["spans"].items()]}
-    for key, _, _ in PANELS:
+    l2 = "l2.read_hits" in at
+    for key, _, _ in panels(result):
         out[key] = [[] for _ in range(gpus)]
     prev = None
     for s in samples:
@@ -60,6 +71,13 @@ def series(result):
             out["mcq_compute"][g].append(v["arbiter.compute_occupancy"])
             out["mcq_comm"][g].append(v["arbiter.occupancy"] - v["arbiter.compute_occupancy"])
             out["tracker"][g].append(v["tracker.occupancy"])
+            if l2:
+                hits, misses = v["l2.read_hits"], v["l2.read_misses"]
+                if prev is not None:
+                    p = dict(zip(regs, prev["gpus"][g]))
+                    hits, misses = hits - p["l2.read_hits"], misses - p["l2.read_misses"]
+                out["l2_hits"][g].append(hits / (hits + misses) if hits + misses
+                                         else float("nan"))
             if prev is None:
                 out["link"][g].append(0.0)
                 out["stalled"][g].append(0.0)
@@ -82,10 +100,11 @@ def draw(result, path):
     data = series(result)
     cycles = data["cycles"]
     gpus = result["gpus"]
-    fig, axes = plt.subplots(len(PANELS), 1, sharex=True,
-                             figsize=(12, 1.2 + len(PANELS) * (0.6 + 0.12 * gpus)))
+    shown = panels(result)
+    fig, axes = plt.subplots(len(shown), 1, sharex=True,
+                             figsize=(12, 1.2 + len(shown) * (0.6 + 0.12 * gpus)))
     extent = (cycles[0] if cycles else 0, cycles[-1] if cycles else 1, gpus - 0.5, -0.5)
-    for ax, (key, title, cmap) in zip(axes, PANELS):
+    for ax, (key, title, cmap) in zip(axes, shown):
         image = ax.imshow(data[key] or [[0]], aspect="auto", interpolation="nearest",
                           cmap=cmap, extent=extent)
         fig.colorbar(image, ax=ax, pad=0.01)

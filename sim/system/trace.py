@@ -21,7 +21,9 @@ four counters:
   counter ``dma.beats_received`` against the chunk's beats);
 * counters **link busy** (fraction of the link's capacity in the interval), **MCQ entries**
   (``compute`` and ``communication``, stacked), **Tracker entries** and **GEMM stalled**
-  (fraction of the interval a compute request waited at the arbiter).
+  (fraction of the interval a compute request waited at the arbiter), and with nodes that
+  have an L2 (``t3 run --l2``, the paper's presets) **L2 read hit rate** (the interval's read
+  hits over its reads; no point where an interval has no reads).
 """
 
 import json
@@ -31,7 +33,7 @@ from pathlib import Path
 from sim.system.timeline import series
 
 
-__all__ = ["events", "write", "PHASE_TID", "STAGE_TID", "STEP_TID", "COUNTERS"]
+__all__ = ["events", "write", "PHASE_TID", "STAGE_TID", "STEP_TID", "COUNTERS", "L2_COUNTERS"]
 
 
 #: The slice tracks: thread ids and names.
@@ -42,6 +44,8 @@ COUNTERS = {"link busy": (("link",), ("fraction",)),
             "MCQ entries": (("mcq_compute", "mcq_comm"), ("compute", "communication")),
             "Tracker entries": (("tracker",), ("entries",)),
             "GEMM stalled": (("stalled",), ("fraction",))}
+#: The counter track of runs whose nodes have an L2.
+L2_COUNTERS = {"L2 read hit rate": (("l2_hits",), ("fraction",))}
 #: Phases whose receive counter counts ring steps (the reduce-scatter, the all-gather).
 STEP_PHASES = {"rs": "rs", "gemm_rs": "rs", "ag": "ag"}
 #: Processes of one run: pids ``run_index * PIDS_PER_RUN + gpu + 1``.
@@ -137,11 +141,14 @@ def events(result, run_index=0, label=None):
         for name, first, last in _received_steps(result, g):
             out.append({"name": name, "cat": "link", "ph": "X", "pid": pid, "tid": STEP_TID,
                         "ts": _us(first), "dur": _us(last - first), "args": {}})
-        for name, (keys, args) in COUNTERS.items():
+        counters = dict(COUNTERS, **(L2_COUNTERS if "l2_hits" in data else {}))
+        for name, (keys, args) in counters.items():
             for i, cycle in enumerate(cycles):
+                values = {a: data[k][g][i] for k, a in zip(keys, args)}
+                if any(isinstance(x, float) and math.isnan(x) for x in values.values()):
+                    continue                    # no reads in the interval: no hit rate
                 out.append({"name": name, "cat": "counter", "ph": "C", "pid": pid, "tid": 0,
-                            "ts": _us(cycle),
-                            "args": {a: data[k][g][i] for k, a in zip(keys, args)}})
+                            "ts": _us(cycle), "args": values})
     return out
 
 

@@ -43,7 +43,8 @@ def run_ring_step(sim, params, tparams, n_wg, wfs_per_wg, tile_elems, seed=1, wa
               "region": dataclasses.asdict(region), "n_wg": n_wg, "wfs_per_wg": wfs_per_wg,
               "seed": seed}
     result = run_for_result(Tracker(params, tparams), "t3_tracker", tb_module.__name__,
-                            "ring_step", config, sim, build_dir, waves=bool(wave))
+                            "ring_step", config, sim, build_dir, waves=bool(wave),
+                            wave_format=Path(wave).suffix.lower()[1:] if wave else None)
     if wave:
         dumps = sorted(build_dir.glob("*.fst")) + sorted(build_dir.glob("*.vcd"))
         if not dumps:
