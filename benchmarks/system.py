@@ -88,7 +88,7 @@ def gpu_rate_lines(sim, gpu_rates):
             for g, rate in sorted(gpu_rates.items())]
 
 
-def main(sims=None, synth=True, presets=DEFAULT_PRESETS, gpus=4, sizes=(4, 8, 16)):
+def main(sims=None, synth=True, presets=DEFAULT_PRESETS, gpus=4, sizes=(4, 8, 16, 32)):
     sims = sims or ["verilator", "icarus"]
     for sim in sims:
         gpu_rates = {}
