@@ -547,8 +547,8 @@ def cmd_run(args):
     print(f"T3 system: {args.gpus} GPUs, {args.config}, workload {spec.name}: "
           f"{spec.m} x {spec.n} x {spec.k} {spec.dtype}")
     print(_scale_line(spec, args.gpus, ring))
-    print("  running    (the first run of a ring size builds its Verilog: about two minutes "
-          "for 4 GPUs, five for 16)", flush=True)
+    print("  running    (the first run of a ring size builds its Verilog: about a minute up "
+          "to 16 GPUs, three for 32)", flush=True)
     try:
         r = run_config(spec, args.gpus, args.config, sim=args.sim, seed=args.seed,
                        wave=args.wave, wave_scope=args.wave_scope, **ring,
@@ -633,15 +633,15 @@ def cmd_paper(args):
     if args.record:
         from sim.system.configure import CONFIGS, ISOLATED_RS
         from sim.system.figures import SCALES
-        from sim.system.paper import FIGURE16_CASES
+        from sim.system.paper import FIGURE16_CASES, LARGE_CASES
         if args.scale not in SCALES:
             raise ValueError(f"--record: the committed scales are "
                              f"{', '.join(f'{s:g}' for s in SCALES)}, not {args.scale:g}")
-        if not set(cases) <= set(FIGURE16_CASES) or \
+        if not set(cases) <= set(FIGURE16_CASES + LARGE_CASES) or \
                 set(configs) != set(CONFIGS + (ISOLATED_RS,)):
-            raise ValueError("--record needs Figure 16 cases (all by default, or some: a "
-                             "record of today's code keeps the others) and every run (the "
-                             "default --configs)")
+            raise ValueError("--record needs the paper's cases (Figure 16's by default, or "
+                             "some, or section 6.4's tp32: a record of today's code keeps the "
+                             "others) and every run (the default --configs)")
     print("T3 paper: checking every run's programming ...", flush=True)
     check_cases(cases, args.scale, configs)
     cus = scaled_cus(args.scale)
@@ -665,7 +665,7 @@ def cmd_paper(args):
               f"another (the same GEMM shapes "
               f"in Table 2, ring and settings{'; from the record' if reuse else ''}): "
               f"{', '.join(f'{c} = {o}' for c, o in twins.items())}")
-    print("  (a ring size's first run builds it: about 5 minutes for 8 GPUs, 10 for 16)",
+    print("  (a ring size's first run builds it: about a minute up to 16 GPUs, three for 32)",
           flush=True)
     cache = None if args.no_cache else (args.cache or Path.home() / ".cache" / "t3-results")
     results, failures, wall = evaluate(cases, configs, scale=args.scale, sim=args.sim,

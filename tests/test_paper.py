@@ -514,3 +514,23 @@ def test_figure17_is_recorded_and_goes_stale(tmp_path):
     (line,) = figures.stale_results(tmp_path)
     assert line.startswith("docs/results/figure17-1.json: measured on code 000")
     assert "run `t3 paper --figure17 --scale 1 --record`" in line
+
+
+def test_the_tp32_cases_get_their_own_table():
+    """Section 6.4's cases in a record: a table of their own, the paper's 1.29x / 1.35x beside
+    the model's T3-MCA geomean and max; Figure 16's tables and geomeans leave them out."""
+    from sim.system import figures
+    from sim.system.paper import tp32_markdown
+    large = {"GPT-3-OP-TP32": STORED["A-OP-TP8"], "PALM-FC-2-TP32": STORED["B-FC-2-TP8"]}
+    md = "\n".join(tp32_markdown(large))
+    assert "2 of the 12 cases recorded; `--cases GPT-3-FC-2-TP32," in md
+    assert "| GPT-3-OP-TP32 | 1.00 | 1.250 | 1.333 | 1.667 | 1.667 |" in md
+    # T3-MCA: 1000 / 750 and 2000 / 1600; geomean sqrt(4/3 x 5/4) = 1.29
+    assert "| T3-MCA's sub-layer speedups at TP 32, geomean / max (6.4) | 1.29× / 1.35× | " \
+           "1.29× / 1.33× |" in md
+    record = figures.load(0.5)["results"]
+    with_large = dict(record, **{"GPT-3-OP-TP32": record["T-NLG-OP-TP8"]})
+    text = figures.tables(with_large)
+    fig16, _, section = text.partition("**Section 6.4")
+    assert "GPT-3-OP-TP32" not in fig16 and fig16 == figures.tables(record) + "\n\n"
+    assert "| GPT-3-OP-TP32 |" in section

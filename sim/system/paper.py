@@ -26,7 +26,7 @@ __all__ = ["FIGURE16_CASES", "LARGE_CASES", "RUNS", "DEFAULT_SCALE", "PAPER_MEMO
            "PAPER_STATED", "shared_runs", "recorded_twins", "paper_jobs", "evaluate", "select_cases",
            "select_configs", "figure16_rows", "figure16_lines", "figure18_rows",
            "figure18_lines", "write_report", "geomean", "check_cases", "side_by_side_rows",
-           "side_by_side_markdown"]
+           "side_by_side_markdown", "tp32_markdown"]
 
 
 #: Figure 16's cases, in the paper's grouping: model, TP degree, sub-layer.
@@ -53,6 +53,7 @@ PAPER_STATED = {
     "RS reads reduction geomean": (2.4, "6.2 (2.5x TP8, 2.2x TP16)"),
     "GEMM+RS writes reduction geomean": (0.10, "6.2 (14% TP8, 7% TP16)"),
     "GEMM reads reduction geomean": (1.56, "6.2 (1.2x TP8, 2x TP16)"),
+    "TP32 geomean": (1.29, "6.4 (GPT-3, PALM, MT-NLG)"), "TP32 max": (1.35, "6.4"),
 }
 
 
@@ -541,6 +542,23 @@ def side_by_side_rows(results):
         ("GEMM reads reduction, geomean by TP (6.2)", "1.56×: TP 8 1.2×, TP 16 2×",
          f"{x(dram['gemm_reads'][0])}: {per_tp('gemm_reads', x)}"),
     ]
+
+
+def tp32_markdown(results):
+    """Section 6.4's cases (``results`` of :data:`LARGE_CASES`): Figure 16's speedups, Figure
+    18's DRAM reductions and the paper's geomean and max beside the model's."""
+    rows, summary = figure16_rows(results)
+    g, m = summary["T3-MCA"]
+    missing = [c for c in LARGE_CASES if c not in results]
+    md = ["**Section 6.4: GPT-3, PALM and MT-NLG at TP 32** (32-GPU rings; "
+          f"{len(results)} of the {len(LARGE_CASES)} cases recorded"
+          + (f"; `--cases {','.join(missing)}` adds the rest" if missing else "") + ")", ""]
+    md += figure16_markdown(results) + [""] + figure18_markdown(results) + [""]
+    md += ["| the paper states (section) | the paper | the model |", "|---|---|---|",
+           f"| T3-MCA's sub-layer speedups at TP 32, geomean / max (6.4) | "
+           f"{PAPER_STATED['TP32 geomean'][0]:.2f}× / {PAPER_STATED['TP32 max'][0]:.2f}× | "
+           f"{_f(g, '{:.2f}')}× / {_f(m, '{:.2f}')}× |"]
+    return md
 
 
 def side_by_side_markdown(results):
