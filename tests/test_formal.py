@@ -9,6 +9,8 @@ ports, observed by the spec's own counters.  ``bmc`` proofs hold for every trace
 and time.
 """
 
+import dataclasses
+
 from amaranth import Array, Cat, Elaboratable, Module, Mux, Signal
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.asserts import AnyConst, AnySeq
@@ -176,14 +178,22 @@ DMA_D = DMAParams(commands=1, max_granularity=2, buffer_beats=4, trigger_depth=2
                   dim_bits=5, remote_burst=2, remote_flush=2)
 
 
+#: The widest GPU numbers the system builds (64 GPUs: sim.system.run.gpu_bits_for).
+DMA_D64 = dataclasses.replace(DMA_D, gpu_bits=6)
+
+
 class DMASendSpec(Elaboratable):
     """Any triggers and any command table (set-up writes), a memory answering its reads in
     order after any delay: reads in flight plus buffered beats never exceed the payload
-    buffer, a response is never refused, and no more tile packets leave than triggers came."""
+    buffer, a response is never refused, and no more tile packets leave than triggers came.
+    ``dparams``: the DMA's geometry (default :data:`DMA_D`)."""
+
+    def __init__(self, dparams=DMA_D):
+        self.dparams = dparams
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.dut = dut = DMAEngine(DMA_P, DMA_D)
+        m.submodules.dut = dut = DMAEngine(DMA_P, self.dparams)
         running = setup_phase(m, dut.csr)
         stream_source(m, dut.trig.valid, dut.trig.payload.as_value(), dut.trig.ready, "trig")
         m.d.comb += Assume(~dut.trig.valid | running)
@@ -220,11 +230,14 @@ class DMAReceiveSpec(Elaboratable):
     write lands inside the range its packet's header gave (never wrapped past the end of the
     address space), and there are never more writes than payload beats taken.  The memory is
     always ready here (a stalled write only waits, unchanged: the simulation tests check that
-    under backpressure)."""
+    under backpressure).  ``dparams``: the DMA's geometry (default :data:`DMA_D`)."""
+
+    def __init__(self, dparams=DMA_D):
+        self.dparams = dparams
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.dut = dut = DMAEngine(DMA_P, DMA_D)
+        m.submodules.dut = dut = DMAEngine(DMA_P, self.dparams)
         setup_phase(m, dut.csr)
         rx = dut.rx
         stream_source(m, rx.tvalid, Cat(rx.tdata, rx.tkeep, rx.tlast, rx.tuser), rx.tready, "rx")
@@ -439,6 +452,9 @@ PROOFS = {
     "nmc": (NMCSpec, "bmc", 11, 13),
     "dma_send": (DMASendSpec, "bmc", 9, 12),
     "dma_receive": (DMAReceiveSpec, "bmc", 6, 7),
+    # the same at the GPU numbers of a 64-GPU ring (6 bits): the header's fields move
+    "dma_send_gpu6": (lambda: DMASendSpec(DMA_D64), "bmc", 9, 12),
+    "dma_receive_gpu6": (lambda: DMAReceiveSpec(DMA_D64), "bmc", 6, 7),
     "tracker": (TrackerSpec, "bmc", 8, 10),
     "bypass_fifo": (lambda: BypassFIFOSpec(depth=3), "bmc", 8, 10),
     # at 7 cycles a store is read back as a hit (35 s); at 8 a read under a window that moved
