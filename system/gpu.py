@@ -3,7 +3,7 @@ units (``docs/system.md``, "GPU-side engines").  Everything the datapaths see fr
 registered at this boundary: a simulator evaluates no node logic when the testbench touches
 an input, and an FPGA prototype gets the same timing."""
 
-from amaranth import Module, Signal
+from amaranth import ClockDomain, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect
 
@@ -15,7 +15,23 @@ from system.engine.rtl import CUEngine, load_signature
 from system.node import GPUNode, NodeParams
 
 
-__all__ = ["GPU"]
+__all__ = ["GPU", "registered_reset"]
+
+
+def registered_reset(m: Module, clk, rst, buffer=None):
+    """Define ``m``'s ``sync`` domain on ``clk`` with a registered ``rst``: Amaranth's Verilog
+    computes every register's next value with ``rst`` in it, so a reset straight from a port
+    would put the whole design in the logic a simulator re-evaluates whenever an input may have
+    changed (Verilator's ``ico`` region: for a GPU built as a hierarchical block, on every
+    call of the block, several a cycle); the reset takes effect one cycle later.
+    ``buffer(m, signal)``, if given, returns the net the registers get in place of the
+    registered reset (on an FPGA: a global buffer)."""
+    m.domains.sync = sync = ClockDomain("sync")
+    m.domains.port = port = ClockDomain("port", reset_less=True)
+    registered = Signal(init=1)
+    m.d.comb += [sync.clk.eq(clk), port.clk.eq(clk),
+                 sync.rst.eq(buffer(m, registered) if buffer else registered)]
+    m.d.port += registered.eq(rst)
 
 
 class GPU(wiring.Component):
@@ -37,11 +53,18 @@ class GPU(wiring.Component):
         The engine's ``done``.
     tx, rx : link (AXI4-Stream)
         The node's link ports.
+    clk, rst : In(1)
+        With ``clocked`` only: the GPU's clock and synchronous reset, registered here (it takes
+        effect, and ends, one cycle after the port's: :func:`registered_reset`).  A GPU exported
+        as a module of its own (a ring's :data:`system.ring.GPU_MODULE`) is clocked, so that
+        none of its logic depends on an input port through the reset; without ``clocked`` the
+        GPU runs in the enclosing design's ``sync`` domain.
     """
 
     def __init__(self, params: T3Params, nparams: NodeParams = NodeParams(),
-                 eparams: EngineParams = EngineParams(), engine_formats=None):
+                 eparams: EngineParams = EngineParams(), engine_formats=None, clocked=False):
         self.params, self.nparams, self.eparams = params, nparams, eparams
+        self.clocked = clocked
         formats = nparams.nmc.elem_types if engine_formats is None else engine_formats
         self.engine = CUEngine(params, eparams, formats=formats)
         self.node = GPUNode(params, nparams, ext_addr_bits=self.engine.regs.addr_bits)
@@ -53,10 +76,13 @@ class GPU(wiring.Component):
             "done": Out(1),
             "tx": Out(link_signature(params)),
             "rx": In(link_signature(params)),
+            **({"clk": In(1), "rst": In(1)} if clocked else {}),
         })
 
     def elaborate(self, platform):
         m = Module()
+        if self.clocked:
+            registered_reset(m, self.clk, self.rst)
         m.submodules.node = node = self.node
         m.submodules.engine = engine = self.engine
         m.submodules.cfg_slice = cfg_slice = AXILiteInputSlice(self.cfg_addr_bits)

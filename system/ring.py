@@ -1,14 +1,14 @@
 """N GPU nodes in a ring, joined by link models (``docs/design.md`` section 3: GPU ``g`` sends to GPU
 ``g - 1 mod N``).  Wiring and nothing else."""
 
-from amaranth import Cat, ClockDomain, ClockSignal, Instance, Module, ResetSignal, Signal
+from amaranth import Cat, ClockSignal, Instance, Module, ResetSignal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect
 
 from hw.axil import axil_signature
 from hw.interfaces import request_signature, response_signature
 from system.engine.rtl import load_signature
-from system.gpu import GPU
+from system.gpu import GPU, registered_reset
 from system.link import LinkModel, check_link
 from system.node import GPUNode, NodeParams
 from hw.params import T3Params, check_int
@@ -31,21 +31,6 @@ def check_ring(nparams: NodeParams, gpus, latency, num, den):
     if gpus > nparams.dma.max_gpus:
         raise ValueError(f"gpus {gpus} needs more than gpu_bits {nparams.dma.gpu_bits}")
     check_link(latency, num, den)
-
-
-def registered_reset(m: Module, clk, rst, buffer=None):
-    """Define ``m``'s ``sync`` domain on ``clk`` with a registered ``rst``: Amaranth's Verilog
-    computes every register's next value with ``rst`` in it, so a reset straight from a port
-    would put the whole design in the logic a simulator re-evaluates whenever an input may have
-    changed (Verilator's ``ico`` region); the reset takes effect one cycle later.  ``buffer(m,
-    signal)``, if given, returns the net the registers get in place of the registered reset
-    (on an FPGA: a global buffer)."""
-    m.domains.sync = sync = ClockDomain("sync")
-    m.domains.port = port = ClockDomain("port", reset_less=True)
-    registered = Signal(init=1)
-    m.d.comb += [sync.clk.eq(clk), port.clk.eq(clk),
-                 sync.rst.eq(buffer(m, registered) if buffer else registered)]
-    m.d.port += registered.eq(rst)
 
 
 class Ring(wiring.Component):
@@ -92,7 +77,7 @@ class Ring(wiring.Component):
         else:
             # every GPU is the same module, exported once and instantiated ``gpus`` times: the
             # Verilog (and its export time) does not grow with the ring
-            gpu = GPU(params, nparams, engines, engine_formats)
+            gpu = GPU(params, nparams, engines, engine_formats, clocked=True)
             self.instanced_modules = {GPU_MODULE: gpu}
             self.nodes = [gpu.signature.create(path=(f"gpu{g}",)) for g in range(gpus)]
             for node in self.nodes:
@@ -126,6 +111,9 @@ class Ring(wiring.Component):
                 m.submodules[f"gpu{g}"] = node
             else:
                 m.submodules[f"gpu{g}"] = self._instance(node)
+                # the GPU registers the port's reset itself, as the ring does for the links
+                rst = self.rst if self.clocked else ResetSignal("sync")
+                m.d.comb += [node.clk.eq(ClockSignal("sync")), node.rst.eq(rst)]
             m.submodules[f"link{g}"] = link
             connect(m, wiring.flipped(getattr(self, f"gpu{g}_cfg")), node.cfg)
             if self.engines is None:
@@ -144,7 +132,7 @@ class Ring(wiring.Component):
     def _instance(self, ports):
         """An ``Instance`` of :data:`GPU_MODULE` whose ports are the signals of ``ports`` (an
         interface of :class:`system.gpu.GPU`'s signature)."""
-        args = {"i_clk": ClockSignal("sync"), "i_rst": ResetSignal("sync")}
+        args = {}
         for path, member, value in ports.signature.flatten(ports):
             name = "__".join(str(p) for p in path)
             args[("i_" if member.flow == In else "o_") + name] = value
