@@ -245,6 +245,11 @@ def _build(runner, sim, source, toplevel, build_dir, waves, cxx_opt, verilator_a
                      log_file=build_dir / "build.log")
     finally:
         os.environ["MAKEFLAGS"] = saved
+    if sim == "verilator" and not (Path(build_dir) / toplevel).exists():
+        # make can end well without building (e.g. a T3_CXX_OPT of several words, which
+        # MAKEFLAGS splits into make's own options): no model is no build
+        raise RuntimeError(f"the Verilator build wrote no model {toplevel} (C++ optimisation "
+                           f"{cxx_opt!r}); log: {Path(build_dir) / 'build.log'}")
 
 
 def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, testcase=None,
@@ -327,6 +332,11 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
     else:
         test_dirs = []
     env = {"T3_TB": json.dumps(config or {})}
+    # the testbenches' numpy works on small arrays, and OpenBLAS's threads spin for a while
+    # after each call: a quarter of a core's samples beside a 4-GPU run (perf), taken from the
+    # simulator's core or the next job's.  One thread, unless the caller says otherwise.
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        env[name] = os.environ.get(name) or "1"
     # cocotb's runner gives the simulator's Python this process's sys.path as PYTHONPATH
     # (over any PYTHONPATH of extra_env): add the test module's folder, and turn the '' of
     # `python -c` or the prompt, the folder Python started in, into that folder's name (in the

@@ -23,9 +23,10 @@ def run_all(spec, gpus, *, sim=None, seed=1, progress=None, **ring):
     """``{config: result}`` for every configuration and the isolated RS with NMC.  ``ring``:
     :func:`sim.system.run.run_config`'s ring settings (``memory_rows``, ``latency``,
     ``engines``, ``l2``, ``l2_config``), e.g. :func:`sim.system.run.preset_setup`'s."""
-    from sim.system.run import check_config, engine_params_for, memory_rows_for, system_params
+    from sim.system.run import (check_config, engine_params_for, memory_rows_for, run_formats,
+                                system_params)
     params, nparams = system_params(ring.get("memory_rows") or memory_rows_for(gpus),
-                                    l2=ring.get("l2"), gpus=gpus)
+                                    l2=ring.get("l2"), gpus=gpus, formats=run_formats(spec))
     engines = ring.get("engines", engine_params_for(gpus))
     for config in CONFIGS + (ISOLATED_RS,):     # refuse a bad workload before the first run
         check_config(spec, gpus, config, params, nparams, engines or None,

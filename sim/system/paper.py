@@ -25,7 +25,7 @@ from sim.system.workload import PRESETS, SUBLAYERS, scaled_cus
 __all__ = ["FIGURE16_CASES", "LARGE_CASES", "RUNS", "DEFAULT_SCALE", "PAPER_MEMORY_ROWS", "PAPER_ENGINE",
            "PAPER_STATED", "shared_runs", "recorded_twins", "paper_jobs", "evaluate", "select_cases",
            "select_configs", "figure16_rows", "figure16_lines", "figure18_rows",
-           "figure18_lines", "write_report", "geomean", "check_cases", "side_by_side_rows",
+           "figure18_lines", "write_report", "write_traces", "geomean", "check_cases", "side_by_side_rows",
            "side_by_side_markdown", "tp32_markdown"]
 
 
@@ -95,14 +95,15 @@ def check_cases(cases, scale, configs=RUNS):
     every run in ``configs``)."""
     from system.ring import MAX_GPUS
     from sim.system.run import (PAPER_L2, check_config, paper_l2_config, paper_memory_rows,
-                                system_params)
+                                run_formats, system_params)
     scaled_cus(scale)
     for name in cases:
         spec, gpus, _ = case_setup(name, scale)
         if gpus > MAX_GPUS:
             raise ValueError(f"case {name}: TP {gpus} needs a ring of {gpus} GPUs; the ring "
                              f"has at most {MAX_GPUS}")
-        params, nparams = system_params(paper_memory_rows(gpus), l2=PAPER_L2, gpus=gpus)
+        params, nparams = system_params(paper_memory_rows(gpus), l2=PAPER_L2, gpus=gpus,
+                                        formats=run_formats(spec))
         for config in configs:
             try:
                 check_config(spec, gpus, config, params, nparams, PAPER_ENGINE,
@@ -129,10 +130,11 @@ def shared_runs(cases, scale=None):
     return shared
 
 
-def paper_jobs(cases, configs, scale=None, sim=None):
+def paper_jobs(cases, configs, scale=None, sim=None, timeline=None):
     """The :class:`sim.sweep.Job` list, one case of each :func:`shared_runs` pair, the
     longest first (a ring of more GPUs, then a larger K), so that two workers finish
-    together."""
+    together.  ``timeline``: each run samples its timeline every that many cycles (for
+    :func:`write_traces`)."""
     from sim.sweep import Job
     scale = DEFAULT_SCALE if scale is None else scale
     shared = shared_runs(cases, scale)
@@ -144,6 +146,8 @@ def paper_jobs(cases, configs, scale=None, sim=None):
             kwargs = {"scale": scale}
             if sim:
                 kwargs["sim"] = sim
+            if timeline is not None:
+                kwargs["timeline"] = timeline
             jobs.append(Job(f"{name}/{config}", "sim.system.cases:run_case", (name, config),
                             kwargs))
 
@@ -172,12 +176,14 @@ def recorded_twins(cases, recorded, configs=RUNS, scale=None):
 
 
 def evaluate(cases=FIGURE16_CASES, configs=RUNS, *, scale=None, sim=None, cache=None,
-             scheduler=None, workers=2, progress=True, check=True, recorded=None):
+             scheduler=None, workers=2, progress=True, check=True, recorded=None,
+             timeline=None):
     """Run the jobs; returns ``(results, failures, wall seconds)``: ``results[case][config]``
     is :func:`sim.system.cases.run_case`'s value, ``failures`` ``{job name: one-line error}``.
     ``check``: :func:`check_cases` first (the caller may have).  ``recorded``: a record's
     results of today's code, whose runs a case's twin takes instead of running
-    (:func:`recorded_twins`)."""
+    (:func:`recorded_twins`).  ``timeline``: every run that runs samples its timeline
+    (:func:`paper_jobs`); a case taken from the record has none."""
     from sim.sweep import run_jobs
     scale = DEFAULT_SCALE if scale is None else scale
     if check:
@@ -185,7 +191,7 @@ def evaluate(cases=FIGURE16_CASES, configs=RUNS, *, scale=None, sim=None, cache=
     reuse = recorded_twins(cases, recorded or {}, configs, scale)
     run = tuple(c for c in cases if c not in reuse)
     start = time.monotonic()
-    outcomes = run_jobs(paper_jobs(run, configs, scale, sim), cache=cache,
+    outcomes = run_jobs(paper_jobs(run, configs, scale, sim, timeline), cache=cache,
                         scheduler=scheduler, workers=workers, progress=progress) if run else {}
     results, failures = {name: {} for name in cases}, {}
     for job_name, out in outcomes.items():
@@ -621,13 +627,34 @@ def _save(plt, fig, ax, ylabel, title, path):
     plt.close(fig)
 
 
+def _untraced(results):
+    """``results`` without the runs' timeline samples (the traces hold them)."""
+    return {case: {config: {k: v for k, v in r.items() if k != "timeline"}
+                   for config, r in runs.items()} for case, runs in results.items()}
+
+
+def write_traces(results, folder):
+    """``t3 paper --trace DIR``: one trace per case in ``folder`` (``CASE.json``), its runs
+    side by side (:func:`sim.system.trace.write`); a case none of whose runs sampled a
+    timeline (taken from the record) gets none.  Returns the files written."""
+    from sim.system.trace import write
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    files = []
+    for case, runs in results.items():
+        traced = {config: r for config, r in runs.items() if "timeline" in r}
+        if traced:
+            files.append(write(traced, folder / f"{case}.json"))
+    return files
+
+
 def write_report(results, failures, out, *, scale=1.0, wall_s=None):
     """``out/report.md``, ``out/figure16.{png,svg}``, ``out/figure18.{png,svg}`` and
     ``out/results.json``; returns the report's path."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(
-        {"scale": scale, "wall_s": wall_s, "results": results, "failures": failures},
+        {"scale": scale, "wall_s": wall_s, "results": _untraced(results), "failures": failures},
         indent=1))
     _plot16(results, out / "figure16")
     _plot18(results, out / "figure18")

@@ -21,7 +21,7 @@ from sim.system.workload import LINK_BANDWIDTH, LINK_CHARGES_HEADERS, SCALE, Wor
 __all__ = ["system_params", "node_params", "gpu_bits_for", "check_wave", "engine_params_for",
            "paper_memory_rows", "run_config", "check_config", "describe_scale",
            "ring_build", "idle_rate", "ENGINE_PARAMS", "CXX_OPT", "CXX_OPT_PYTHON",
-           "LINK_LATENCY", "FORMATS", "MEMORY_ROWS", "memory_rows_for", "PAPER_MEMORY_ROWS",
+           "LINK_LATENCY", "FORMATS", "run_formats", "MEMORY_ROWS", "memory_rows_for", "PAPER_MEMORY_ROWS",
            "PAPER_ENGINE", "preset_setup", "PAPER_L2", "PAPER_L2_BYTES", "L2_HIT_FRACTION",
            "L2_HIT_LATENCY", "L2_BANK_CYCLES", "SYSTEM_L2_CONFIG", "paper_l2_config"]
 
@@ -31,9 +31,18 @@ __all__ = ["system_params", "node_params", "gpu_bits_for", "check_wave", "engine
 LINK_LATENCY = 64
 
 
-#: The element types the system's near-bank ALUs add: the workloads' types (one ring build
-#: serves both).
+#: The element types the near-bank ALUs and the engines' adders of a ring built for no
+#: particular workload add (the driver's and the CLI's nodes): the workloads' types.  A run
+#: builds its ring for its workload's type only (:func:`run_formats`).
 FORMATS = ("fp16", "fp32")
+
+
+def run_formats(spec):
+    """The element types a run of ``spec`` builds its ring's adders for: the workload's only.
+    Every adder lane is logic the simulator evaluates every cycle, used or not (the 4-GPU
+    default run measured 62,900 against 51,700 cycles/s while its engines run); a ring is
+    built, and cached, per type."""
+    return (spec.dtype,)
 
 
 #: The GPU-side engines of the system's simulation top: a local memory as large as the node's
@@ -41,10 +50,11 @@ FORMATS = ("fp16", "fp32")
 ENGINE_PARAMS = EngineParams(local_beats=4096, slots=8, buffer_beats=512, pending=256)
 
 #: The Verilator model's C++ optimisation for the rings with engines (``T3_CXX_OPT``
-#: overrides it): at ``-O2`` the 4-GPU ring builds in about 80 s and runs about 4.5 times
-#: faster than at ``-O0``, which builds in about 50 s (``docs/system.md``).  The rings driven
-#: by the Python kernels are built at :data:`CXX_OPT_PYTHON`: there Python sets the pace.
-CXX_OPT = os.environ.get("T3_CXX_OPT") or "-O2"
+#: overrides it, one word): at ``-O2`` the 4-GPU ring ran about 4.5 times faster than at
+#: ``-O0`` (``docs/system.md``); ``-O3`` runs the idle ring 3 % faster again (74,900 against
+#: 72,400 cycles/s) in the same build time (44 s).  The rings driven by the Python kernels
+#: are built at :data:`CXX_OPT_PYTHON`: there Python sets the pace.
+CXX_OPT = os.environ.get("T3_CXX_OPT") or "-O3"
 CXX_OPT_PYTHON = "-O0"
 
 #: HBM rows per bank of the system's nodes (128 KiB per GPU) up to 8 GPUs; beyond, as many
@@ -162,13 +172,14 @@ def gpu_bits_for(gpus):
     return max(DMAParams.gpu_bits, (gpus - 1).bit_length())
 
 
-def node_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None, gpus=None):
-    """The :class:`system.node.NodeParams` of the system's nodes: ALUs for :data:`FORMATS`,
+def node_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None, gpus=None, formats=FORMATS):
+    """The :class:`system.node.NodeParams` of the system's nodes: ALUs for ``formats``
+    (default :data:`FORMATS`; a run's: :func:`run_formats`),
     memory of ``memory_rows`` rows per bank (8: 128 KiB per GPU), an MCQ of ``mcq_depth``
     entries (default: the node's, 64), an L2 of geometry ``l2`` (an
     :class:`l2.config.L2Params`; default none), GPU numbers wide enough for a ring of
     ``gpus`` (:func:`gpu_bits_for`; default 16 GPUs)."""
-    node = NodeParams(nmc=NMCParams(rows=memory_rows, formats=FORMATS), l2=l2)
+    node = NodeParams(nmc=NMCParams(rows=memory_rows, formats=tuple(formats)), l2=l2)
     if gpus is not None and gpu_bits_for(gpus) != node.dma.gpu_bits:
         node = dataclasses.replace(node, dma=dataclasses.replace(
             node.dma, gpu_bits=gpu_bits_for(gpus)))
@@ -178,9 +189,9 @@ def node_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None, gpus=None):
     return node
 
 
-def system_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None, gpus=None):
+def system_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None, gpus=None, formats=FORMATS):
     """``(T3Params, NodeParams)`` of the system: the default widths and :func:`node_params`."""
-    return T3Params(), node_params(memory_rows, mcq_depth, l2, gpus)
+    return T3Params(), node_params(memory_rows, mcq_depth, l2, gpus, formats)
 
 
 def describe_scale(spec, gpus, latency=LINK_LATENCY):
@@ -274,12 +285,14 @@ def check_wave(wave, sim, scope=None, gpus=None):
 
 def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
                bandwidth=LINK_BANDWIDTH, engines=True, mcq_depth=None, l2=None,
-               geometry=None, charge_headers=LINK_CHARGES_HEADERS):
+               geometry=None, charge_headers=LINK_CHARGES_HEADERS, formats=("fp16",)):
     """``(top name, make, cache key)`` of the ring a run uses (built once per key);
-    ``l2``, ``geometry`` and ``charge_headers`` as in :func:`run_config`."""
+    ``l2``, ``geometry`` and ``charge_headers`` as in :func:`run_config`; ``formats``: the
+    element types its adders handle (default the default workload's, fp16:
+    :func:`run_formats`)."""
     from system.ring import Ring
     memory_rows = memory_rows or memory_rows_for(gpus)
-    params, nparams = geometry or system_params(memory_rows, mcq_depth, l2, gpus)
+    params, nparams = geometry or system_params(memory_rows, mcq_depth, l2, gpus, formats)
     eparams = engine_params_for(gpus) if engines is True else (engines or None)
     key = design_key(Ring, params.to_dict(), nparams.to_dict(), gpus, latency, bandwidth,
                      eparams.to_dict() if eparams else None, charge_headers)
@@ -322,7 +335,8 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     geometry (the GEMM's inputs cached; :func:`sim.system.configure.allocate`), programmed
     with ``l2_config`` (an :class:`l2.config.L2Config`; default :data:`SYSTEM_L2_CONFIG`).
     ``geometry``: ``(T3Params, NodeParams)`` in place of the system's (:func:`system_params`;
-    ``memory_rows``, ``mcq_depth`` and ``l2`` then do nothing), e.g. the board's
+    ``memory_rows``, ``mcq_depth`` and ``l2`` then do nothing; without it the adders handle
+    the workload's type only, :func:`run_formats`), e.g. the board's
     (:class:`system.board.BoardParams`).  ``charge_headers``: whether a link packet's header
     costs link bandwidth (default :data:`sim.system.workload.LINK_CHARGES_HEADERS`: no, as the
     paper's link model).  ``wave``: write a waveform there, in the format its suffix names
@@ -332,7 +346,8 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     sim = sim or default_sim()
     check_int("gpus", gpus, 2, MAX_GPUS)
     memory_rows = memory_rows or memory_rows_for(gpus)
-    params, nparams = geometry or system_params(memory_rows, mcq_depth, l2, gpus)
+    params, nparams = geometry or system_params(memory_rows, mcq_depth, l2, gpus,
+                                                run_formats(spec))
     eparams = engine_params_for(gpus) if engines is True else (engines or None)
     check_config(spec, gpus, config, params, nparams, eparams, l2_config)
     wave_format = check_wave(wave, sim, wave_scope, gpus)

@@ -130,14 +130,16 @@ def _ring_kwargs(ring, base_ring):
 
 def check_points(points, gpus, configs, base_ring):
     """Refuse a point the ring cannot run, naming it, before any job."""
-    from sim.system.run import check_config, engine_params_for, memory_rows_for, system_params
+    from sim.system.run import (check_config, engine_params_for, memory_rows_for, run_formats,
+                                system_params)
     from sim.system.workload import GemmSpec
     for label, fields, ring in points:
         try:
             kw = _ring_kwargs(ring, base_ring)
             spec = GemmSpec(**fields)
             params, nparams = system_params(kw.get("memory_rows") or memory_rows_for(gpus),
-                                            kw.get("mcq_depth"), kw.get("l2"), gpus)
+                                            kw.get("mcq_depth"), kw.get("l2"), gpus,
+                                            run_formats(spec))
             for config in configs:
                 check_config(spec, gpus, config, params, nparams,
                              kw.get("engines", engine_params_for(gpus)), kw.get("l2_config"))
