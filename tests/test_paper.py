@@ -392,6 +392,12 @@ def test_timeline_shows_every_gpus_phases(tmp_path):
     samples = r["timeline"]["samples"]
     assert {s["phase"] for s in samples} == {"gemm_rs", "ag", "check"}
     assert all(len(s["gpus"]) == gpus for s in samples)
+    # on the period's grid, whatever the reads cost: within a phase exactly a period apart
+    # (the reads of 4 GPUs' registers take well under 100 cycles)
+    assert len({s["cycle"] % 100 for s in samples}) == 1
+    for a, b in zip(samples, samples[1:]):
+        if a["phase"] == b["phase"]:
+            assert b["cycle"] - a["cycle"] == 100, (a["cycle"], b["cycle"])
     data = series(r)
     fused = [i for i, s in enumerate(samples) if s["phase"] == "gemm_rs"]
     for g in range(gpus):

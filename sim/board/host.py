@@ -99,17 +99,18 @@ class SerialBus:
 
 
 class _Window:
-    """GPU ``g``'s configuration port inside the board's address map, with the interface the
-    testbench's configuration agent has (cocotbext-axi's ``AxiLiteMaster``)."""
+    """GPU ``g``'s configuration port inside the board's address map, with the interface of
+    the testbench's (:class:`sim.system.testbench.AxiPort`): a batch is one
+    :meth:`SerialBus.run`, its commands sent :attr:`SerialBus.BATCH` at a time."""
 
     def __init__(self, bus, base):
         self.bus, self.base = bus, base
 
-    async def write_dword(self, addr, data):
-        await self.bus.write(self.base + addr, data)
+    async def write_words(self, pairs):
+        await self.bus.run([("w", self.base + addr, data) for addr, data in pairs])
 
-    async def read_dword(self, addr):
-        return await self.bus.read(self.base + addr)
+    async def read_words(self, addresses):
+        return await self.bus.run([("r", self.base + addr) for addr in addresses])
 
 
 class BoardSystem(EngineSystem):
