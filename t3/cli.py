@@ -628,6 +628,9 @@ def cmd_paper(args):
                                   shared_runs, write_report)
     from sim.system.workload import scaled_cus
     if args.figure17:
+        if args.trace:
+            raise ValueError("--trace: --figure17 draws its runs' timelines itself; trace the "
+                             "case with --cases T-NLG-FC-2-TP8 --trace DIR")
         return _paper_figure17(args)
     cases, configs = select_cases(args.cases), select_configs(args.configs)
     if args.record:
@@ -670,13 +673,19 @@ def cmd_paper(args):
     cache = None if args.no_cache else (args.cache or Path.home() / ".cache" / "t3-results")
     results, failures, wall = evaluate(cases, configs, scale=args.scale, sim=args.sim,
                                        cache=cache, scheduler=args.scheduler,
-                                       workers=args.workers, check=False, recorded=recorded)
+                                       workers=args.workers, check=False, recorded=recorded,
+                                       timeline=args.timeline_period if args.trace else None)
     print()
     for line in figure16_lines(results) + [""] + figure18_lines(results):
         print(line)
     for name, error in failures.items():
         print(f"FAILED {name}: {error}")
     report = write_report(results, failures, args.out, scale=args.scale, wall_s=wall)
+    if args.trace:
+        from sim.system.paper import write_traces
+        files = write_traces(results, args.trace)
+        print(f"traces: {len(files)} in {args.trace}, one a case, its runs side by side "
+              f"(open in ui.perfetto.dev or chrome://tracing)")
     failed_jobs = [name for name in failures if name.partition("/")[0] not in twins]
     if jobs:
         print(f"\n{len(jobs) - len(failed_jobs)} of {len(jobs)} runs verified bit for bit in "
@@ -1014,6 +1023,11 @@ def build_parser():
                        help="Figure 17's case (T-NLG FC-2, TP 8) in Sequential, T3 and T3-MCA "
                             "with timelines: figure17.png and .json in --out (with --record, "
                             "docs/results/figure17-SCALE.*)")
+    paper.add_argument("--trace", metavar="DIR", type=_folder_arg,
+                       help="write a trace per case into DIR (CASE.json), its runs side by side "
+                            "(t3 run --trace's tracks; the runs sample their timelines, which "
+                            "leaves their cycles as they are)")
+    _timeline_period_arg(paper, "--trace's samples")
     paper.set_defaults(func=cmd_paper)
 
     sweep = sub.add_parser("sweep", help="one workload over values of workload and hardware "

@@ -145,3 +145,66 @@ def test_a_points_label_may_hold_a_slash(traced, tmp_path):
         names = {e["args"]["name"] for e in json.loads(f.read_text())["traceEvents"]
                  if e["name"] == "process_name"}
         assert names == {f"{c} · GPU {g}" for c in configs for g in range(GPUS)}
+
+
+def test_the_paper_writes_a_trace_per_case(traced, tmp_path, monkeypatch):
+    """``t3 paper --trace DIR``: every job samples its timeline at the period asked for, each
+    case gets a trace of its runs side by side (a twin case, FC-1, its owner's runs under its
+    own name), and the report's results.json leaves the samples to the traces.  The runs are
+    a real compare's (the paper's rings take minutes; ``run_case`` passing the period on is
+    checked below)."""
+    from sim import sweep
+    _, results = traced
+    asked = []
+
+    def fake_run_jobs(jobs, **kwargs):
+        asked.extend((j.name, j.kwargs.get("timeline")) for j in jobs)
+        return {j.name: sweep.Outcome(j, True, dict(results[j.args[1]], case=j.args[0]))
+                for j in jobs}
+    monkeypatch.setattr(sweep, "run_jobs", fake_run_jobs)
+    folder, out = tmp_path / "traces", tmp_path / "report"
+    cases = ("T-NLG-FC-2-TP8", "T-NLG-FC-1-TP8")
+    assert main(["paper", "--cases", ",".join(cases), "--configs", "sequential,t3",
+                 "--trace", str(folder), "--timeline-period", "300", "--out", str(out),
+                 "--no-cache"]) == 0
+    assert sorted(asked) == [("T-NLG-FC-2-TP8/sequential", 300), ("T-NLG-FC-2-TP8/t3", 300)]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(f"{c}.json" for c in cases)
+    for case in cases:
+        trace = json.loads((folder / f"{case}.json").read_text())
+        names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
+                 if e["name"] == "process_name"}
+        assert sorted(names.values()) == sorted(f"{c} · GPU {g}" for c in ("sequential", "t3")
+                                                for g in range(GPUS))
+        for e in trace["traceEvents"]:
+            if e["ph"] == "X" and e["tid"] == PHASE_TID and e["name"] != "check":
+                config = names[e["pid"]].split(" · ")[0]
+                assert round(e["dur"] * 1000) == results[config]["phase_cycles"][e["name"]]
+    report = json.loads((out / "results.json").read_text())["results"]
+    assert all("timeline" not in r for runs in report.values() for r in runs.values())
+
+
+def test_a_paper_job_passes_the_period_on(monkeypatch):
+    """``run_case`` runs with the timeline it is given and returns the samples; without one
+    it samples nothing."""
+    import sim.system.run as run
+    from sim.system.cases import run_case
+    seen = []
+
+    def fake_run_config(spec, gpus, config, **kwargs):
+        seen.append(kwargs.get("timeline"))
+        return {"verified": True, "status": {}, "workload": {}, "cycles": 1,
+                "phase_cycles": {}, "dram": {}, "arbiter_threshold": [], "compute_wait": 0,
+                "l2": None, "simulated_cycles": 1,
+                "timeline": {"samples": ["x"]} if kwargs.get("timeline") else None}
+    monkeypatch.setattr(run, "run_config", fake_run_config)
+    assert run_case("T-NLG-OP-TP8", "t3", 0.5, timeline=250)["timeline"] == {"samples": ["x"]}
+    assert "timeline" not in run_case("T-NLG-OP-TP8", "t3", 0.5)
+    assert seen == [250, None]
+
+
+def test_the_paper_refuses_a_trace_of_figure17(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["paper", "--figure17", "--trace", "somewhere"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "error: --trace: --figure17 draws its runs' timelines" in err

@@ -16,21 +16,27 @@ def case_setup(name, scale=1.0):
     return spec, PRESETS[name]["tp"], preset_setup(spec)["latency"]
 
 
-def run_case(name, config, scale=1.0, sim=None, seed=1):
+def run_case(name, config, scale=1.0, sim=None, seed=1, timeline=None):
     """One run of case ``name`` in ``config`` (one of :data:`RUNS`); returns what the tables
-    need (JSON).  Raises ``AssertionError`` when the run is not bit-exact."""
+    need (JSON), and with ``timeline`` (a sampling period in cycles) the run's timeline
+    samples for its trace (:mod:`sim.system.trace`; the samples read counters only, so the
+    run's cycles are the same).  Raises ``AssertionError`` when the run is not bit-exact."""
     from sim.system.run import run_config
     spec, gpus, latency = case_setup(name, scale)
     start = time.monotonic()
-    r = run_config(spec, gpus, config, sim=sim, seed=seed, **preset_setup(spec))
+    r = run_config(spec, gpus, config, sim=sim, seed=seed, timeline=timeline,
+                   **preset_setup(spec))
     if not r.get("verified"):
         raise AssertionError(f"{name} {config}: the result is not bit-exact")
     errors = {g: st for g, st in r["status"].items() if any(st.values())}
-    return {"case": name, "config": config, "scale": scale, "gpus": gpus,
-            "link_latency": latency, "cus": spec.cus, "workload": r["workload"],
-            "cycles": r["cycles"], "phase_cycles": r["phase_cycles"], "dram": r["dram"],
-            "verified": True, "status_errors": errors,
-            "arbiter_threshold": r["arbiter_threshold"],
-            "compute_wait": r["compute_wait"], "l2": r["l2"],
-            "simulated_cycles": r["simulated_cycles"],
-            "wall_s": round(time.monotonic() - start, 1)}
+    out = {"case": name, "config": config, "scale": scale, "gpus": gpus,
+           "link_latency": latency, "cus": spec.cus, "workload": r["workload"],
+           "cycles": r["cycles"], "phase_cycles": r["phase_cycles"], "dram": r["dram"],
+           "verified": True, "status_errors": errors,
+           "arbiter_threshold": r["arbiter_threshold"],
+           "compute_wait": r["compute_wait"], "l2": r["l2"],
+           "simulated_cycles": r["simulated_cycles"],
+           "wall_s": round(time.monotonic() - start, 1)}
+    if timeline is not None:
+        out["timeline"] = r["timeline"]
+    return out

@@ -75,7 +75,7 @@ def record(results, scale, root=ROOT):
     code = code_digest()
     old = load(scale, root)
     keep = dict(old["results"]) if old is not None and old["code"] == code else {}
-    keep.update({case: {config: {k: v for k, v in r.items() if k not in ("wall_s",)}
+    keep.update({case: {config: {k: v for k, v in r.items() if k not in ("wall_s", "timeline")}
                         for config, r in runs.items()} for case, runs in results.items()})
     path.write_text(json.dumps({"code": code, "scale": scale, "results": keep},
                                indent=1, sort_keys=True) + "\n")
