@@ -418,21 +418,22 @@ class EngineSystem(RingHost):
     async def read_local(self, first, count):
         """``count`` beats of every GPU's engine memory from local beat ``first``: a list per
         GPU.  The bulk ports read in parallel, one address a cycle; a beat comes out three
-        clock edges after its address went in (in register, memory, out register)."""
-        from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+        clock edges after its address went in (in register, memory, out register).  The
+        host gives an address and reads a beat at each falling edge, where the values the
+        rising edge before registered are settled on either simulator: one trigger a beat."""
+        from cocotb.triggers import FallingEdge
         ports = [(getattr(self.dut, f"gpu{g}_load__addr"),
                   getattr(self.dut, f"gpu{g}_load__r_data")) for g in range(self.gpus)]
         out = [[] for _ in ports]
+        await FallingEdge(self.clk)
         for k in range(count + 2):
             if k < count:
                 for addr, _ in ports:
                     addr.value = first + k
-            await RisingEdge(self.clk)
-            await ReadOnly()
+            await FallingEdge(self.clk)         # past the rising edge that takes the address
             if k >= 2:                          # the address given two edges earlier
                 for beats, (_, data) in zip(out, ports):
                     beats.append(int(data.value))
-            await FallingEdge(self.clk)
         return out
 
     async def start_and_wait(self, name):
