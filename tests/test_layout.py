@@ -16,8 +16,8 @@ BLOCKS = ("tracker", "nmc", "dma", "mc_arbiter")
 
 #: Package -> the packages it must never import (the layers above it).
 FORBIDDEN = {
-    "hw": set(BLOCKS) | {"l2", "system", "sim", "t3", "benchmarks"},
-    **{block: {"system", "sim", "t3", "benchmarks"} for block in BLOCKS + ("l2",)},
+    "hw": set(BLOCKS) | {"l2", "linklayer", "system", "sim", "t3", "benchmarks"},
+    **{block: {"system", "sim", "t3", "benchmarks"} for block in BLOCKS + ("l2", "linklayer")},
     "system": {"sim", "t3", "benchmarks"},
     "sim": {"t3", "benchmarks"},
     "benchmarks": {"t3"},

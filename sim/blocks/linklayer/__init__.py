@@ -1,0 +1,1 @@
+"""Test environment of the ``linklayer`` block (see :mod:`sim.blocks`)."""
