@@ -58,7 +58,10 @@ class Ring(wiring.Component):
 
     With ``clocked=False`` the ring has no ``clk`` and ``rst`` and runs in the enclosing
     design's ``sync`` domain (the board top); with ``flat=True`` its GPUs are elaborated in
-    place rather than instances of one module exported once (synthesis).
+    place rather than instances of one module exported once (synthesis).  An instanced GPU
+    registers the reset it is given (:class:`system.gpu.GPU`'s ``clocked``): the ring's
+    ``rst`` port, so that it leaves reset with the links; in an unclocked ring the enclosing
+    domain's reset, a cycle later than that domain.
     """
 
     def __init__(self, params: T3Params, nparams: NodeParams = NodeParams(), gpus=4,
