@@ -21,7 +21,7 @@ import dataclasses
 import zlib
 
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import Out
 
 from hw.params import T3Params, check_int, check_pow2
 
