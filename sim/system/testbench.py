@@ -60,11 +60,11 @@ TIMELINE_L2_REGS = [("l2", "read_hits"), ("l2", "read_misses")]
 
 class AxiPort:
     """A GPU's configuration port driven by cocotbext-axi's ``AxiLiteMaster``, in batches: the
-    writes of a batch go out an address a cycle, in order, each after the one before (the
-    master's queue keeps their order; the node's AXI4-Lite slave takes one a cycle, in order),
-    and the reads of a batch are all in flight at once (registers have no side effects on
-    read).  A register access one at a time costs about six cycles of the simulator stepping
-    Python; the 4-GPU default run reads some 1,300 registers."""
+    writes of a batch are queued at once, in order (the master's queue keeps their order and
+    the node's AXI4-Lite slave takes them in order, as fast as its bridge does), and the reads
+    of a batch are all in flight at once (registers have no side effects on read).  Waiting
+    for each access's answer before the next cost the 4-GPU default run 780 more cycles of
+    the simulator stepping Python (36,261 against 35,481 cycles)."""
 
     def __init__(self, master):
         self.master = master
