@@ -20,7 +20,7 @@ def wire_beats(params, packet, seq):
 class Ack:
     """An acknowledgement as the receiver sends it."""
 
-    def __init__(self, seq, nak, seq_bits):
+    def __init__(self, seq, nak):
         self.seq, self.nak = seq, nak
         self.crc = ack_crc(seq, nak)
 
@@ -48,7 +48,7 @@ class RxModel:
         self.bad_seq_field = False
 
     def _ack(self, seq, nak):
-        self.acks.append(Ack(seq % self.mod, nak, self.lparams.seq_bits))
+        self.acks.append(Ack(seq % self.mod, nak))
 
     def _bad(self):
         if not self.nak_sent:

@@ -53,6 +53,28 @@ def _finish(crc):
     return crc ^ 0xFFFFFFFF
 
 
+def _output_queue(m, params: T3Params, port, depth):
+    """A queue of ``depth`` beats (``tdata``, ``tkeep``, ``tuser``, ``tlast``, in that order
+    from bit 0) driving the link port ``port``."""
+    width = params.beat_bits + params.beat_bytes + 1
+    out = SyncFIFOBuffered(width=width + 1, depth=depth)
+    m.d.comb += [
+        port.tvalid.eq(out.r_rdy), out.r_en.eq(port.tready),
+        port.tdata.eq(out.r_data[:params.beat_bits]),
+        port.tkeep.eq(out.r_data[params.beat_bits:width - 1]),
+        port.tuser.eq(out.r_data[width - 1]), port.tlast.eq(out.r_data[width]),
+    ]
+    return out
+
+
+def _trailer_beat(params: T3Params, lparams: LinkLayerParams, seq, crc):
+    """The output queue's word of a trailer: sequence number and CRC in ``tdata``, ``tkeep``
+    zero, ``tuser`` and ``tlast`` high."""
+    return Cat(seq, Const(0, TRAILER_SEQ_BITS - lparams.seq_bits), crc,
+               Const(0, params.beat_bits - TRAILER_SEQ_BITS - 32), Const(0, params.beat_bytes),
+               1, 1)
+
+
 class LinkTx(wiring.Component):
     """The sending half of the link layer.
 
@@ -96,13 +118,7 @@ class LinkTx(wiring.Component):
         wp = mem.write_port()
         rp = mem.read_port(transparent_for=())
         depth = 4
-        m.submodules.out = out = SyncFIFOBuffered(width=width + 1, depth=depth)
-        m.d.comb += [
-            self.o.tvalid.eq(out.r_rdy), out.r_en.eq(self.o.tready),
-            self.o.tdata.eq(out.r_data[:p.beat_bits]),
-            self.o.tkeep.eq(out.r_data[p.beat_bits:p.beat_bits + p.beat_bytes]),
-            self.o.tuser.eq(out.r_data[width - 1]), self.o.tlast.eq(out.r_data[width]),
-        ]
+        m.submodules.out = out = _output_queue(m, p, self.o, depth)
 
         # the packets waiting for acknowledgement: a queue of (first beat, beats, seq, crc)
         starts = Array(Signal(abits, name=f"start{k}") for k in range(packets))
@@ -209,9 +225,7 @@ class LinkTx(wiring.Component):
                 with m.If(out.w_rdy):
                     m.d.comb += [
                         push.eq(1), queued.eq(1),
-                        push_data.eq(Cat(seq_field, tr_crc,
-                                         Const(0, p.beat_bits - TRAILER_SEQ_BITS - 32),
-                                         Const(0, p.beat_bytes), 1, 1)),
+                        push_data.eq(_trailer_beat(p, lp, next_seq, tr_crc)),
                     ]
                     m.d.sync += [
                         starts[tail].eq(cur_start), lengths[tail].eq(cur_len),
@@ -234,11 +248,7 @@ class LinkTx(wiring.Component):
                 with m.If(~rd_valid & out.w_rdy):
                     m.d.comb += [
                         push.eq(1),
-                        push_data.eq(Cat(seqs[rp_idx],
-                                         Const(0, TRAILER_SEQ_BITS - lp.seq_bits),
-                                         crcs[rp_idx],
-                                         Const(0, p.beat_bits - TRAILER_SEQ_BITS - 32),
-                                         Const(0, p.beat_bytes), 1, 1)),
+                        push_data.eq(_trailer_beat(p, lp, seqs[rp_idx], crcs[rp_idx])),
                     ]
                     m.d.sync += [rp_idx.eq(rp_idx + 1), rp_off.eq(0),
                                  self.replayed.eq(self.replayed + 1)]
@@ -306,13 +316,7 @@ class LinkRx(wiring.Component):
         rp = mem.read_port(transparent_for=())
         m.submodules.ends = ends = SyncFIFOBuffered(width=abits + 1, depth=self.ENDS)
         depth = 4
-        m.submodules.out = out = SyncFIFOBuffered(width=width + 1, depth=depth)
-        m.d.comb += [
-            self.o.tvalid.eq(out.r_rdy), out.r_en.eq(self.o.tready),
-            self.o.tdata.eq(out.r_data[:p.beat_bits]),
-            self.o.tkeep.eq(out.r_data[p.beat_bits:p.beat_bits + p.beat_bytes]),
-            self.o.tuser.eq(out.r_data[width - 1]), self.o.tlast.eq(out.r_data[width]),
-        ]
+        m.submodules.out = out = _output_queue(m, p, self.o, depth)
 
         # pointers one bit wider than the address: full and empty apart
         wptr, cptr, rptr = Signal(abits + 1), Signal(abits + 1), Signal(abits + 1)

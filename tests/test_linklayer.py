@@ -103,7 +103,7 @@ def run_link(seed, packets=40, rates=None, ack_rates=None, latency=12, ready_p=0
             # acknowledgements, back
             if ctx.get(rx.ack.valid):
                 msg = {f: ctx.get(getattr(rx.ack, f)) for f in ("seq", "nak", "crc")}
-                hw_acks.append(Ack(msg["seq"], msg["nak"], LP.seq_bits))
+                hw_acks.append(Ack(msg["seq"], msg["nak"]))
                 assert msg["crc"] == ack_crc(msg["seq"], msg["nak"])
                 acks.send(now, msg)
             back = acks.head(now)
@@ -147,7 +147,7 @@ def test_a_clean_link_carries_every_packet_with_its_crc():
     sent, delivered, model, counters, wire, _, hw_acks = run_link(1, packets=24)
     check_run(sent, delivered, model, counters, hw_acks)
     assert counters["tx_packets"] == 24 and counters["tx_replayed"] == 0
-    assert counters["delivered"] == 24 and model.acks == [Ack(s % 32, 0, 5) for s in range(24)]
+    assert counters["delivered"] == 24 and model.acks == [Ack(s % 32, 0) for s in range(24)]
     # the trailers carry the model's CRCs over the packets as sent, sequence numbers wrapping
     assert [wire_beats(P, p, s % 32)[-1][0] >> 16 for s, p in enumerate(sent)] == \
         [packet_crc(P, p, s % 32) for s, p in enumerate(sent)]

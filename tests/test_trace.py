@@ -106,6 +106,23 @@ def test_a_trace_needs_the_runs_samples():
         events({"config": "t3", "gpus": 2, "cycles": 10})
 
 
+def check_side_by_side(path, runs):
+    """The trace file ``path`` holds a process per GPU of each run of ``runs`` (``{config:
+    result}``) and nothing else, each phase slice that run's phase cycles."""
+    trace = json.loads(path.read_text())
+    names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
+             if e["name"] == "process_name"}
+    assert sorted(names.values()) == sorted(f"{c} · GPU {g}" for c in runs
+                                            for g in range(GPUS))
+    slices = 0
+    for e in trace["traceEvents"]:
+        if e["ph"] == "X" and e["tid"] == PHASE_TID and e["name"] != "check":
+            config = names[e["pid"]].split(" · ")[0]
+            assert round(e["dur"] * 1000) == runs[config]["phase_cycles"][e["name"]]
+            slices += 1
+    assert slices == sum(GPUS * len(r["phase_cycles"]) for r in runs.values())
+
+
 def test_a_sweep_writes_a_trace_per_point(tmp_path):
     """``t3 sweep --trace DIR``: one trace a point, its configurations side by side, each
     phase slice the run's phase cycles."""
@@ -116,16 +133,8 @@ def test_a_sweep_writes_a_trace_per_point(tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == ["k=64.json", "k=96.json"]
     runs = json.loads(results.read_text())
     for label in ("k=64", "k=96"):
-        trace = json.loads((folder / f"{label}.json").read_text())
-        names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
-                 if e["name"] == "process_name"}
-        assert sorted(names.values()) == sorted(f"{c} · GPU {g}" for c in ("sequential", "t3")
-                                                for g in range(GPUS))
-        for e in trace["traceEvents"]:
-            if e["ph"] == "X" and e["tid"] == PHASE_TID and e["name"] != "check":
-                config = names[e["pid"]].split(" · ")[0]
-                run = runs[f"{label}/{config}"]["value"]
-                assert round(e["dur"] * 1000) == run["phase_cycles"][e["name"]]
+        check_side_by_side(folder / f"{label}.json",
+                           {c: runs[f"{label}/{c}"]["value"] for c in ("sequential", "t3")})
 
 
 def test_a_points_label_may_hold_a_slash(traced, tmp_path):
@@ -171,15 +180,8 @@ def test_the_paper_writes_a_trace_per_case(traced, tmp_path, monkeypatch):
     assert sorted(asked) == [("T-NLG-FC-2-TP8/sequential", 300), ("T-NLG-FC-2-TP8/t3", 300)]
     assert sorted(p.name for p in folder.iterdir()) == sorted(f"{c}.json" for c in cases)
     for case in cases:
-        trace = json.loads((folder / f"{case}.json").read_text())
-        names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
-                 if e["name"] == "process_name"}
-        assert sorted(names.values()) == sorted(f"{c} · GPU {g}" for c in ("sequential", "t3")
-                                                for g in range(GPUS))
-        for e in trace["traceEvents"]:
-            if e["ph"] == "X" and e["tid"] == PHASE_TID and e["name"] != "check":
-                config = names[e["pid"]].split(" · ")[0]
-                assert round(e["dur"] * 1000) == results[config]["phase_cycles"][e["name"]]
+        check_side_by_side(folder / f"{case}.json",
+                           {c: results[c] for c in ("sequential", "t3")})
     report = json.loads((out / "results.json").read_text())["results"]
     assert all("timeline" not in r for runs in report.values() for r in runs.values())
 

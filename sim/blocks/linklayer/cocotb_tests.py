@@ -90,7 +90,7 @@ async def run_link(dut):
         if int(dut.ack_o__valid.value):
             msg = {f: int(getattr(dut, f"ack_o__{f}").value) for f in ("seq", "nak", "crc")}
             assert msg["crc"] == ack_crc(msg["seq"], msg["nak"]), msg
-            hw_acks.append(Ack(msg["seq"], msg["nak"], lparams.seq_bits))
+            hw_acks.append(Ack(msg["seq"], msg["nak"]))
             acks.send(now, msg)
         if cfg.get("stop_when_done", True) and len(delivered) == len(sent) and not wire.queue:
             break
