@@ -20,7 +20,7 @@ simulation runs exactly the program a PC runs.
 from hw.csr import CSR_DATA_BITS
 from hw.uart import NAK
 from hw.uart_model import answer_length, decode_answers, encode_read, encode_write
-from sim.system.testbench import EngineSystem
+from sim.system.testbench import EngineSystem, PortGroup
 from system.board import BOARD_ID, CTRL, STATUS, board_registers
 
 
@@ -100,7 +100,7 @@ class SerialBus:
 
 class _Window:
     """GPU ``g``'s configuration port inside the board's address map, with the interface of
-    the testbench's (:class:`sim.system.testbench.AxiPort`): a batch is one
+    the testbench's :class:`sim.system.testbench.AxiPort`: a batch is one
     :meth:`SerialBus.run`, its commands sent :attr:`SerialBus.BATCH` at a time."""
 
     def __init__(self, bus, base):
@@ -135,11 +135,9 @@ class BoardSystem(EngineSystem):
 
     # --- the DUT's ports, as registers -------------------------------------------------------
 
-    def cfg_masters(self, dut):
-        return [_Window(self.bus, g << self.bparams.window_bits) for g in range(self.gpus)]
-
-    async def each_gpu(self, work):
-        return [await work(g) for g in range(self.gpus)]       # one serial line
+    def cfg_ports(self, dut):
+        return PortGroup([_Window(self.bus, g << self.bparams.window_bits)
+                          for g in range(self.gpus)], parallel=False)     # one serial line
 
     @property
     def simulated_cycles(self):

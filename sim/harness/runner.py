@@ -299,8 +299,13 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
     else:
         import fcntl
         import hashlib
-        # the build's own settings belong to the key too
+        # the build's own settings belong to the key too, and for Verilator cocotb's library
+        # folder: the model finds its VPI library through a run path into the environment
+        # that built it, so a model built in another (since deleted) venv cannot start
         style = (cxx_opt, BUILD_STYLE) + ((tuple(verilator_args),) if verilator_args else ())
+        if sim == "verilator":
+            from cocotb_tools.config import libs_dir
+            style += (str(libs_dir),)
         flags = hashlib.sha256(repr(style).encode()).hexdigest()[:6]
         wave = "" if not waves else "-waves" + (f"-{wave_format}" if wave_format != "vcd" else
                                                 "") + (f"-{wave_scope}" if wave_scope else "")

@@ -1,12 +1,15 @@
 """The system testbench: N GPU nodes in a ring running a fused GEMM -> ring reduce-scatter
 (``t3``, ``t3-mca``) or the Sequential baseline, then the all-gather, then a bit-exact check.
 
-Agents (cocotb, stepped by one :class:`sim.harness.agents.Bench`): a
-:class:`sim.system.port.GPUPort` per GPU, the kernels of :mod:`sim.system.kernels` on top of
-them, and the configuration agent, cocotbext-axi's ``AxiLiteMaster`` on each node's ``cfg``
-port writing what :class:`sim.system.driver.Driver` computes.  After each phase the counters
-of :data:`sim.system.results.COUNTERS` are read through the configuration port; the results
-are cycles per phase, DRAM accesses by category and link utilisation
+Two hosts share :class:`RingHost` (the driver, the counters, the results):
+:class:`EngineSystem` programs the GPU-side traffic engines and waits (no Python per cycle while
+a phase runs; the configuration ports driven by :class:`sim.harness.axil.AxiLiteBatch`, every
+GPU's accesses of a batch by one coroutine), and :class:`System` runs the CU kernels of
+:mod:`sim.system.kernels` in Python on a :class:`sim.system.port.GPUPort` per GPU (stepped by
+one :class:`sim.harness.agents.Bench`), with cocotbext-axi's ``AxiLiteMaster`` on each node's
+``cfg`` port.  Both write what :class:`sim.system.driver.Driver` computes.  The counters of
+:data:`sim.system.results.COUNTERS` are read through the configuration ports around each
+phase; the results are cycles per phase, DRAM accesses by category and link utilisation
 (:mod:`sim.system.results`), and every GPU's output is compared bit for bit with the
 ring-ordered numpy reference.
 """
@@ -62,9 +65,7 @@ class AxiPort:
     """A GPU's configuration port driven by cocotbext-axi's ``AxiLiteMaster``, in batches: the
     writes of a batch are queued at once, in order (the master's queue keeps their order and
     the node's AXI4-Lite slave takes them in order, as fast as its bridge does), and the reads
-    of a batch are all in flight at once (registers have no side effects on read).  Waiting
-    for each access's answer before the next cost the 4-GPU default run 780 more cycles of
-    the simulator stepping Python (36,261 against 35,481 cycles)."""
+    of a batch are all in flight at once (registers have no side effects on read)."""
 
     def __init__(self, master):
         self.master = master
@@ -93,10 +94,33 @@ class AxiPort:
         return out
 
 
+class PortGroup:
+    """Ports with ``write_words(pairs)`` and ``read_words(addresses)`` each (:class:`AxiPort`,
+    the board's windows) as one group with the interface of
+    :class:`sim.harness.axil.AxiLiteBatch`: ``write(batches)`` and ``read(batches)``, a batch
+    per port; the ports run at once (``parallel``) or one after the other."""
+
+    def __init__(self, ports, parallel=True):
+        self.ports, self.parallel = ports, parallel
+
+    async def _each(self, calls):
+        from cocotb.triggers import gather
+        if self.parallel:
+            return list(await gather(*calls))
+        return [await call for call in calls]
+
+    async def write(self, batches):
+        await self._each([port.write_words(pairs) for port, pairs in zip(self.ports, batches)])
+
+    async def read(self, batches):
+        return await self._each([port.read_words(addrs)
+                                 for port, addrs in zip(self.ports, batches)])
+
+
 class RingHost:
-    """The host's side of one configuration run on a ring DUT: the driver, each node's
-    AXI4-Lite master, the counters read after each phase, and the results.  Subclasses run the
-    phases: :class:`System` with the CU kernels in Python, :class:`EngineSystem` with the
+    """The host's side of one configuration run on a ring DUT: the driver, the nodes'
+    configuration ports, the counters read after each phase, and the results.  Subclasses run
+    the phases: :class:`System` with the CU kernels in Python, :class:`EngineSystem` with the
     GPU-side traffic engines."""
 
     def __init__(self, dut, params, nparams, wl, config, progress=None, extra_regs=None):
@@ -107,7 +131,7 @@ class RingHost:
         self.dut, self.params, self.nparams, self.wl, self.config = \
             dut, params, nparams, wl, config
         self.gpus = wl.gpus
-        self.masters = self.cfg_masters(dut)
+        self.cfg = self.cfg_ports(dut)
         self.regs = dict(block_registers(params, nparams), **(extra_regs or {}))
         self.driver = Driver(params, nparams, self.gpus)
         self.layout = allocate(self.driver, wl, config)
@@ -119,56 +143,53 @@ class RingHost:
         self.bandwidth = LINK_BANDWIDTH             # the links' beats per cycle (num, den)
         self.charge_headers = True                  # whether a header costs link bandwidth
 
-    # --- configuration port ---------------------------------------------------------------
+    # --- configuration ports --------------------------------------------------------------
 
-    def cfg_masters(self, dut):
-        """Each GPU's configuration port as an object with ``write_words(pairs)`` (``[(byte
-        address, word)]``, written in that order) and ``read_words(addresses)`` (the words, in
-        order): :class:`AxiPort`, cocotbext-axi's ``AxiLiteMaster`` on the DUT's
-        ``gpu<g>_cfg`` ports."""
-        from cocotbext.axi import AxiLiteBus, AxiLiteMaster
-        for g in range(self.gpus):      # cocotbext-axi logs every access at INFO otherwise
-            logging.getLogger(f"cocotb.{dut._name}.gpu{g}_cfg_").setLevel(logging.WARNING)
-        return [AxiPort(AxiLiteMaster(AxiLiteBus.from_prefix(dut, f"gpu{g}_cfg_"), dut.clk,
-                                      dut.rst)) for g in range(self.gpus)]
-
-    async def each_gpu(self, work):
-        """``await work(g)`` for every GPU at once (each has its own configuration port);
-        returns the results in GPU order."""
-        from cocotb.triggers import gather
-        return list(await gather(*(work(g) for g in range(self.gpus))))
+    def cfg_ports(self, dut):
+        """Every GPU's configuration port as one group with ``write(batches)`` (a list per GPU
+        of ``[(byte address, word)]``, written in that order) and ``read(batches)`` (a list per
+        GPU of byte addresses; the words, a list per GPU): :class:`sim.harness.axil.
+        AxiLiteBatch` on the DUT's ``gpu<g>_cfg`` ports."""
+        from sim.harness.axil import AxiLiteBatch
+        return AxiLiteBatch(dut, [f"gpu{g}_cfg" for g in range(self.gpus)], dut.clk)
 
     async def program(self):
-        await self.each_gpu(lambda g: self.masters[g].write_words(
-            list(self.driver.register_writes(g, self.regs))))
+        await self.cfg.write([self.driver.register_writes(g, self.regs)
+                              for g in range(self.gpus)])
 
     def _writes(self, block, name, value):
         return [(register_address(block, word), data)
                 for word, data in self.regs[block].word_writes(name, value)]
 
     async def write(self, g, block, name, value):
-        await self.write_many(g, [(block, name, value)])
+        """Write one register of GPU ``g``."""
+        batches = [[] for _ in range(self.gpus)]
+        batches[g] = self._writes(block, name, value)
+        await self.cfg.write(batches)
 
-    async def write_many(self, g, values):
-        """``values``: ``[(block, name, value)]``, written in that order in one batch."""
-        await self.masters[g].write_words([pair for block, name, value in values
-                                           for pair in self._writes(block, name, value)])
+    async def write_all(self, values):
+        """``values[g]``: ``[(block, name, value)]`` of GPU ``g``, written in that order; all
+        GPUs in one batch."""
+        await self.cfg.write([[pair for block, name, value in per_gpu
+                               for pair in self._writes(block, name, value)]
+                              for per_gpu in values])
 
-    async def read(self, g, block, name):
-        return (await self.read_many(g, [(block, name)]))[0]
-
-    async def read_many(self, g, regs):
-        """The values of ``regs`` (``[(block, name)]``) of GPU ``g``, read in one batch."""
+    async def read_all(self, regs):
+        """The values of ``regs`` (``[(block, name)]``) on every GPU, a list per GPU, read in
+        one batch."""
         plan = []
         for block, name in regs:
             reg = self.regs[block]
             base = reg.address(name)
             plan.append([register_address(block, base + k) for k in range(reg[name].words)])
-        words = await self.masters[g].read_words([a for addrs in plan for a in addrs])
-        out, at = [], 0
-        for (block, name), addrs in zip(regs, plan):
-            out.append(self.regs[block].from_words(name, words[at:at + len(addrs)]))
-            at += len(addrs)
+        addresses = [a for addrs in plan for a in addrs]
+        out = []
+        for words in await self.cfg.read([addresses] * self.gpus):
+            values, at = [], 0
+            for (block, name), addrs in zip(regs, plan):
+                values.append(self.regs[block].from_words(name, words[at:at + len(addrs)]))
+                at += len(addrs)
+            out.append(values)
         return out
 
     @property
@@ -177,11 +198,12 @@ class RingHost:
         one."""
         return COUNTERS + (L2_COUNTERS if "l2" in self.regs else [])
 
-    async def snapshot(self):
-        async def one(g):
-            values = await self.read_many(g, self.counters)
-            return {f"{b}.{n}": v for (b, n), v in zip(self.counters, values)}
-        return await self.each_gpu(one)
+    async def snapshot(self, extra=()):
+        """Every GPU's :attr:`counters` and the registers ``extra`` (``[(block, name)]``), a
+        dict per GPU keyed ``"block.name"``."""
+        regs = self.counters + list(extra)
+        return [{f"{b}.{n}": v for (b, n), v in zip(regs, values)}
+                for values in await self.read_all(regs)]
 
     # --- results --------------------------------------------------------------------------------
 
@@ -252,6 +274,17 @@ class System(RingHost):
         self.bench = Bench(dut)
         self.runner = self.bench.add(KernelRunner())
         self.ports = [self.bench.add(GPUPort(dut, g, params)) for g in range(self.gpus)]
+
+    def cfg_ports(self, dut):
+        """cocotbext-axi's ``AxiLiteMaster`` on each GPU's ``gpu<g>_cfg`` port
+        (:class:`AxiPort`): the kernels write the node's ``ctrl`` strobes while a phase runs,
+        each at its own time, which needs a master per port; and the node's AXI4-Lite slave
+        stays checked against the library's master."""
+        from cocotbext.axi import AxiLiteBus, AxiLiteMaster
+        for g in range(self.gpus):      # cocotbext-axi logs every access at INFO otherwise
+            logging.getLogger(f"cocotb.{dut._name}.gpu{g}_cfg_").setLevel(logging.WARNING)
+        return PortGroup([AxiPort(AxiLiteMaster(AxiLiteBus.from_prefix(dut, f"gpu{g}_cfg_"),
+                                                dut.clk, dut.rst)) for g in range(self.gpus)])
 
     @property
     def simulated_cycles(self):
@@ -350,6 +383,7 @@ class EngineSystem(RingHost):
         self.phase = None                           # the phase running now (timeline)
         self.timeline = []
         self.spans = {}                             # phase -> (first cycle, last cycle)
+        self.last = None                            # the counters the last phase left
 
     def timeline_regs(self):
         """What :meth:`sample` reads: :data:`TIMELINE_REGS`, and :data:`TIMELINE_L2_REGS`
@@ -365,9 +399,6 @@ class EngineSystem(RingHost):
         from cocotb.triggers import Timer
 
         regs = self.timeline_regs()
-
-        async def one(g):
-            return await self.read_many(g, regs)
         due = self.simulated_cycles
         while True:
             due += period
@@ -378,7 +409,7 @@ class EngineSystem(RingHost):
                 continue
             cycle, phase = self.simulated_cycles, self.phase
             self.timeline.append({"cycle": cycle, "phase": phase,
-                                  "gpus": await self.each_gpu(one)})
+                                  "gpus": await self.read_all(regs)})
 
     @property
     def simulated_cycles(self):
@@ -404,13 +435,14 @@ class EngineSystem(RingHost):
         ports = [(getattr(self.dut, f"gpu{g}_load__addr"),
                   getattr(self.dut, f"gpu{g}_load__w_data"),
                   getattr(self.dut, f"gpu{g}_load__w_en")) for g in range(self.gpus)]
+        enabled = [False] * len(ports)
         for k in range(max(len(b) for b in beats)):
             for g, (addr, data, w_en) in enumerate(ports):
                 if k < len(beats[g]):
                     addr.value, data.value = beats[g][k]
-                    w_en.value = 1
-                else:
-                    w_en.value = 0
+                if enabled[g] != (k < len(beats[g])):      # written when it changes only
+                    enabled[g] = k < len(beats[g])
+                    w_en.value = int(enabled[g])
             await RisingEdge(self.clk)
         for _, _, w_en in ports:
             w_en.value = 0
@@ -453,21 +485,26 @@ class EngineSystem(RingHost):
                                      f"counters {state}") from None
 
     async def run_phase(self, name, programs, arrivals=0, mca=False):
-        """``programs[g]``: ``(kernel, registers, descriptor beats)`` of GPU ``g``."""
+        """``programs[g]``: ``(kernel, registers, descriptor beats)`` of GPU ``g``.
+
+        The counters before the phase are those the phase before left: the ring is quiet
+        between phases, and what the host does there (the driver's registers, the engines'
+        programs and registers) clears no counter (only a block's ``cmd.clear`` does, which
+        the driver never writes)."""
         from system.engine.config import MODE, STATUS
-        before = await self.snapshot()
+        before = self.last if self.last is not None else await self.snapshot()
         await self.load([[(self.prog + i, beat) for i, beat in
                           enumerate(program_beats(self.params, prog[2]))] for prog in programs])
         etype = ETYPES[self.wl.spec.dtype].value
 
-        async def configure(g):
+        def configure(g):
             kernel, registers, prog = programs[g]
             values = {"mode": MODE.encode(kernel=kernel, etype=etype, mca=int(mca),
                                           flush=int(self.nparams.l2 is not None)),
                       "prog_base": 0, "prog_count": len(prog), "arrivals_target": arrivals,
                       "remote_space": REMOTE_SPACE, "partials": 0, **registers}
-            await self.write_many(g, [("gpu", reg, value) for reg, value in values.items()])
-        await self.each_gpu(configure)
+            return [("gpu", reg, value) for reg, value in values.items()]
+        await self.write_all([configure(g) for g in range(self.gpus)])
         self.progress(f"phase {name}: started")
         self.phase = name
         wall, first = time.perf_counter(), self.simulated_cycles
@@ -476,14 +513,15 @@ class EngineSystem(RingHost):
         self.engine_cycles += self.simulated_cycles - first
         self.engine_wall += time.perf_counter() - wall
         self.spans[name] = (first, self.simulated_cycles)
-        ends = await self.each_gpu(lambda g: self.read_many(g, [("gpu", "cycles"),
-                                                                 ("gpu", "status")]))
-        cycles = [c for c, _ in ends]
-        for g, (_, status) in enumerate(ends):
+        after = await self.snapshot(extra=[("gpu", "cycles"), ("gpu", "status")])
+        cycles = [a.pop("gpu.cycles") for a in after]
+        for g, a in enumerate(after):
+            status = a.pop("gpu.status")
             errors = status & ~STATUS.mask("busy", "done")
             assert not errors, f"GPU {g}'s engine: status {STATUS.decode(status)}"
-        self._record(name, max(cycles), before, await self.snapshot())
+        self._record(name, max(cycles), before, after)
         self.phases[name]["gpu_cycles"] = cycles
+        self.last = after
 
     async def run(self):
         from system.engine.config import Kernel
