@@ -4,7 +4,7 @@
   the model's own speed, the limit of any run on it.
 - ``system.sim_speed.<sim>.<G>gpu``: simulated cycles per second of the default workload in
   the ``t3`` configuration driven by the GPU-side engines (the whole cocotb run: programming,
-  loads, every phase, the read-back), with its ratio to the idle ring and to the 20,000
+  loads, every phase, the read-back), with its ratio to the idle ring and to the 50,000
   cycles/s the 4-GPU ring must reach.
 - ``system.engine_speed.<sim>.<G>gpu``: the same run's rate while the engines run (from
   ``start`` to ``done`` of each phase), with its ratio to the idle ring.
