@@ -296,6 +296,9 @@ class LinkRx(wiring.Component):
 
     def __init__(self, params: T3Params, lparams: LinkLayerParams = LinkLayerParams()):
         self.params, self.lparams = params, lparams
+        #: the sequence number of the packet the receiver waits for (not a port: the proof of
+        #: its acknowledgements' order, ``tests/test_formal.py``, states its invariant on it)
+        self.expected = Signal(lparams.seq_bits, name="expected")
         super().__init__({
             "i": In(link_signature(params)),
             "o": Out(link_signature(params)),
@@ -324,7 +327,7 @@ class LinkRx(wiring.Component):
         cur_len = Signal(range(lp.max_packet_beats + 1))
         discard = Signal()                            # the packet grew too long
         crc = Signal(32)
-        expected = Signal(lp.seq_bits)
+        expected = self.expected
         nak_sent = Signal()
 
         ack_valid, ack_nak, ack_seq = Signal(), Signal(), Signal(lp.seq_bits)

@@ -15,8 +15,9 @@
 ``t3 bench BLOCK``               the block's figures, one ``name: value unit`` line each
 
 Blocks: ``tracker``, ``mc_arbiter``, ``nmc``, ``dma``, ``node``, ``ring``; ``t3 bench
-system`` runs the system's benchmark, ``t3 bench fpga`` places and routes the blocks (Fmax
-against the 75 MHz floor).
+system`` runs the system's benchmark, ``t3 bench linklayer`` the link layer's (its bandwidth
+cost and area), ``t3 bench fpga`` places and routes the blocks (Fmax against the 75 MHz
+floor).
 """
 
 import argparse
@@ -1056,7 +1057,7 @@ def build_parser():
 
     bench = sub.add_parser("bench", help="print a block's figures")
     bench.add_argument("block", choices=sorted(set(BLOCKS) - {"node", "gpu", "ring"} |
-                                               {"system", "fpga"}))
+                                               {"system", "fpga", "linklayer"}))
     bench.add_argument("--blocks", type=_blocks_arg,
                        help="fpga: comma-separated blocks to place and route (default "
                             "tracker,mc_arbiter,dma,nmc; node, and node-l2 with the paper "

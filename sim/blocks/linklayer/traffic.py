@@ -17,12 +17,12 @@ def ACK_FIELDS(lparams):
     return [("seq", lparams.seq_bits), ("nak", 1), ("crc", 32)]
 
 
-def random_packets(rng, params, lparams, count):
-    """``count`` packets of 1 to ``max_packet_beats`` random beats, ``[(tdata, tkeep,
-    tuser)]`` each, ``tuser`` on the first (a DMA header)."""
+def random_packets(rng, params, lparams, count, length=None):
+    """``count`` packets of ``length`` beats (default: 1 to ``max_packet_beats`` at random) of
+    random data, ``[(tdata, tkeep, tuser)]`` each, ``tuser`` on the first (a DMA header)."""
     out = []
     for _ in range(count):
-        n = rng.randint(1, lparams.max_packet_beats)
+        n = length or rng.randint(1, lparams.max_packet_beats)
         out.append([(rng.getrandbits(params.beat_bits), rng.getrandbits(params.beat_bytes),
                      int(k == 0)) for k in range(n)])
     return out
