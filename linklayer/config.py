@@ -23,11 +23,12 @@ import zlib
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
+from hw.csr import Field, Reg, RegisterFile
 from hw.params import T3Params, check_int, check_pow2
 
 
 __all__ = ["LinkLayerParams", "ack_signature", "beat_record", "packet_crc", "ack_crc",
-           "trailer", "TRAILER_SEQ_BITS"]
+           "trailer", "TRAILER_SEQ_BITS", "link_registers", "LINK_COUNTERS", "LINK_STATUS"]
 
 
 #: Bits of the trailer's sequence number field (the ``seq_bits`` in use are its low bits).
@@ -122,3 +123,42 @@ def ack_crc(seq, nak):
 def trailer(seq, crc):
     """The trailer beat's ``tdata``."""
     return seq | crc << TRAILER_SEQ_BITS
+
+
+#: The link layer's counters in a node (block ``link``): the sender's (packets sent the first
+#: time, packets sent again, NAKs taken, replays for a timeout, acknowledgements dropped for a
+#: bad CRC) and the receiver's (packets delivered; dropped for a bad CRC or framing, for a
+#: sequence number ahead, as duplicates, for being too long; NAKs sent).
+LINK_COUNTERS = {
+    "tx_packets": "packets sent (first time)",
+    "tx_replayed": "packets sent again (replays)",
+    "tx_naks": "NAKs taken",
+    "tx_timeouts": "replays for a timeout",
+    "tx_ack_errors": "acknowledgements dropped for a bad CRC",
+    "rx_delivered": "packets delivered to the DMA engine",
+    "rx_crc_errors": "packets dropped for a bad CRC or framing",
+    "rx_seq_errors": "packets dropped for a sequence number ahead (one lost before)",
+    "rx_duplicates": "packets dropped as delivered before (acknowledged again)",
+    "rx_too_long": "packets dropped for more than max_packet_beats beats",
+    "rx_naks": "NAKs sent",
+}
+
+#: Sticky until reset: what the link layer cannot repair.
+LINK_STATUS = Reg("status", None, "ro", "sticky until reset", fields=(
+    Field("tx_too_long", doc="a packet from the DMA engine reached max_packet_beats without "
+                             "its end: the sender stopped rather than cut it"),
+    Field("tx_bad_ack", doc="an acknowledgement (its CRC good) of a packet never sent"),
+    Field("rx_bad_seq_field", doc="a trailer (its CRC good) with bits set above seq_bits: a "
+                                  "sender of other settings; the packet was dropped")))
+
+
+def link_registers(lparams: LinkLayerParams):
+    """The link layer's registers in a node (block ``link``; a fresh
+    :class:`hw.csr.RegisterFile`)."""
+    return RegisterFile([
+        Reg("info", 32, "ro", "geometry", fields=(
+            Field("seq_bits", 8, "sequence number bits"),
+            Field("max_packet_beats", 16, "longest packet, beats"))),
+        LINK_STATUS,
+        *[Reg(name, 32, "ro", doc) for name, doc in LINK_COUNTERS.items()],
+    ])

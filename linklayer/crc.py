@@ -54,20 +54,12 @@ def update_matrices(bits):
     return tuple(a), tuple(b)
 
 
-def _xor(bits):
-    bits = list(bits)
-    if not bits:
-        return Const(0, 1)
-    while len(bits) > 1:           # a balanced tree, not a chain
-        bits = [bits[i] ^ bits[i + 1] if i + 1 < len(bits) else bits[i]
-                for i in range(0, len(bits), 2)]
-    return bits[0]
-
-
 def crc_update(crc, record, bits):
     """The Amaranth expression of the CRC register after the ``bits``-bit ``record`` (a
-    value) from register ``crc`` (32 bits)."""
+    value) from register ``crc`` (32 bits): each output bit the parity of the register and the
+    record under its masks (one AND and one reduction a bit: compact Verilog, word-wide
+    operations in a simulator, the same XOR trees after synthesis)."""
     a, b = update_matrices(bits)
-    return Cat(*(_xor([crc[j] for j in range(32) if a[i] >> j & 1] +
-                      [record[k] for k in range(bits) if b[i] >> k & 1])
+    record = record[:bits]
+    return Cat(*((crc & Const(a[i], 32)).xor() ^ (record & Const(b[i], bits)).xor()
                  for i in range(32)))

@@ -23,13 +23,15 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from hw.csr import csr_signature
 from hw.interfaces import link_signature
 from hw.params import T3Params
-from linklayer.config import TRAILER_SEQ_BITS, LinkLayerParams, ack_signature
+from linklayer.config import (LINK_COUNTERS, TRAILER_SEQ_BITS, LinkLayerParams, ack_signature,
+                              link_registers)
 from linklayer.crc import PRESET, crc_update
 
 
-__all__ = ["LinkTx", "LinkRx", "LinkPair", "TX_STATUS", "RX_STATUS"]
+__all__ = ["LinkTx", "LinkRx", "LinkPair", "LinkLayer", "TX_STATUS", "RX_STATUS"]
 
 
 #: The sender's sticky status bits.
@@ -438,4 +440,58 @@ class LinkPair(wiring.Component):
         m.d.comb += [self.tx_status.eq(tx.status), self.rx_status.eq(rx.status)]
         m.d.comb += [getattr(self, f"tx_{n}").eq(getattr(tx, n)) for n in self.TX_COUNTERS]
         m.d.comb += [getattr(self, f"rx_{n}").eq(getattr(rx, n)) for n in self.RX_COUNTERS]
+        return m
+
+
+class LinkLayer(wiring.Component):
+    """A node's link layer: its sender between the DMA engine's ``tx`` and the link to the
+    next GPU, its receiver between the link from the previous GPU and the DMA engine's ``rx``,
+    and their counters and status as registers (:func:`linklayer.config.link_registers`).
+
+    Ports
+    -----
+    dma_tx : In(link_signature)
+        From the DMA engine's ``tx``.
+    tx : Out(link_signature)
+        To the link: the packets with their trailers (:class:`LinkTx`).
+    rx : In(link_signature)
+        From the link.
+    dma_rx : Out(link_signature)
+        To the DMA engine's ``rx``: each good packet once, in order (:class:`LinkRx`).
+    ack_i : In(ack_signature)
+        The acknowledgements of this node's packets, from the next GPU's receiver.
+    ack_o : Out(ack_signature)
+        This node's receiver's acknowledgements, to the previous GPU's sender.
+    csr : In(csr_signature(...))
+        The registers: ``info``, ``status``, the counters of
+        :data:`linklayer.config.LINK_COUNTERS`.
+    """
+
+    def __init__(self, params: T3Params, lparams: LinkLayerParams = LinkLayerParams()):
+        self.params, self.lparams = params, lparams
+        self.regs = link_registers(lparams)
+        super().__init__({
+            "dma_tx": In(link_signature(params)), "tx": Out(link_signature(params)),
+            "rx": In(link_signature(params)), "dma_rx": Out(link_signature(params)),
+            "ack_i": In(ack_signature(lparams)), "ack_o": Out(ack_signature(lparams)),
+            "csr": In(csr_signature(self.regs.addr_bits)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.tx = tx = LinkTx(self.params, self.lparams)
+        m.submodules.rx = rx = LinkRx(self.params, self.lparams)
+        wiring.connect(m, wiring.flipped(self.dma_tx), tx.i)
+        wiring.connect(m, tx.o, wiring.flipped(self.tx))
+        wiring.connect(m, wiring.flipped(self.rx), rx.i)
+        wiring.connect(m, rx.o, wiring.flipped(self.dma_rx))
+        wiring.connect(m, wiring.flipped(self.ack_i), tx.ack)
+        wiring.connect(m, rx.ack, wiring.flipped(self.ack_o))
+        values = {name: getattr(tx if name.startswith("tx_") else rx, name[3:])
+                  for name in LINK_COUNTERS}
+        values["info"] = {"seq_bits": self.lparams.seq_bits,
+                          "max_packet_beats": self.lparams.max_packet_beats}
+        values["status"] = {"tx_too_long": tx.status.too_long, "tx_bad_ack": tx.status.bad_ack,
+                            "rx_bad_seq_field": rx.status.bad_seq_field}
+        self.regs.elaborate(m, self.csr, values)
         return m

@@ -12,6 +12,7 @@ from hw.interfaces import link_signature
 from hw.params import T3Params
 from system.engine.config import EngineParams
 from system.engine.rtl import CUEngine, load_signature
+from linklayer.config import ack_signature
 from system.node import GPUNode, NodeParams
 
 
@@ -53,6 +54,8 @@ class GPU(wiring.Component):
         The engine's ``done``.
     tx, rx : link (AXI4-Stream)
         The node's link ports.
+    ack_i, ack_o : acknowledgements
+        With a link layer (``NodeParams.linklayer``) only: the node's.
     clk, rst : In(1)
         With ``clocked`` only: the GPU's clock and synchronous reset, registered here (it takes
         effect, and ends, one cycle after the port's: :func:`registered_reset`).  A GPU exported
@@ -76,6 +79,9 @@ class GPU(wiring.Component):
             "done": Out(1),
             "tx": Out(link_signature(params)),
             "rx": In(link_signature(params)),
+            **({"ack_i": In(ack_signature(nparams.linklayer)),
+                "ack_o": Out(ack_signature(nparams.linklayer))}
+               if nparams.linklayer is not None else {}),
             **({"clk": In(1), "rst": In(1)} if clocked else {}),
         })
 
@@ -93,6 +99,9 @@ class GPU(wiring.Component):
         connect(m, node.resp, engine.resp)
         connect(m, node.tx, wiring.flipped(self.tx))
         connect(m, wiring.flipped(self.rx), node.rx)
+        if self.nparams.linklayer is not None:
+            connect(m, wiring.flipped(self.ack_i), node.ack_i)
+            connect(m, node.ack_o, wiring.flipped(self.ack_o))
         m.d.comb += [
             engine.comm_done.eq(node.comm_done),
             node.arb_drain.eq(engine.drain),

@@ -36,6 +36,8 @@ from hw.csr import Field, Reg, RegisterFile, count, csr_signature
 from hw.interfaces import Op, Stream, link_signature, request_signature, response_signature
 from hw.params import T3Params, check_int
 from hw.pipeline import SkidBuffer
+from linklayer.config import LinkLayerParams, ack_signature, link_registers
+from linklayer.rtl import LinkLayer
 
 
 __all__ = ["NodeParams", "GPUNode", "node_registers", "block_registers", "BLOCK_ORDER",
@@ -43,10 +45,10 @@ __all__ = ["NodeParams", "GPUNode", "node_registers", "block_registers", "BLOCK_
 
 
 #: Blocks of the configuration space, in address order; block ``k`` starts at byte
-#: ``k << (WINDOW_BITS + 2)``.  ``l2`` reads as zero in a node without an L2.  ``gpu`` is the
-#: GPU side's window, outside the node (the traffic engine of a simulation top,
-#: :mod:`system.gpu`): the node's ``ext`` port.
-BLOCK_ORDER = ("node", "tracker", "arbiter", "nmc", "dma", "l2", "gpu")
+#: ``k << (WINDOW_BITS + 2)``.  ``l2`` and ``link`` read as zero in a node without an L2 or a
+#: link layer.  ``gpu`` is the GPU side's window, outside the node (the traffic engine of a
+#: simulation top, :mod:`system.gpu`): the node's ``ext`` port.
+BLOCK_ORDER = ("node", "tracker", "arbiter", "nmc", "dma", "l2", "gpu", "link")
 
 #: Word-address bits of each block's window (256 registers).
 WINDOW_BITS = 8
@@ -74,11 +76,23 @@ class NodeParams:
     #: the GPU's L2 between the CUs' local accesses and the memory controller (``docs/l2.md``),
     #: or ``None``: none, the CUs' requests reach the arbiter as they are
     l2: L2Params = None
+    #: the link layer between the DMA engine and the links (``docs/linklayer.md``: CRC,
+    #: sequence numbers, replay), or ``None``: the DMA's packets go to the link as they are
+    linklayer: LinkLayerParams = None
 
     def __post_init__(self):
         check_int("remote_buffer", self.remote_buffer, 2, 4096)
         if self.l2 is not None and not isinstance(self.l2, L2Params):
             raise ValueError(f"l2 must be an L2Params or None, not {self.l2!r}")
+        if self.linklayer is not None:
+            if not isinstance(self.linklayer, LinkLayerParams):
+                raise ValueError(f"linklayer must be a LinkLayerParams or None, not "
+                                 f"{self.linklayer!r}")
+            # a remote-store packet: its header and up to remote_burst beats
+            if self.dma.remote_burst + 1 > self.linklayer.max_packet_beats:
+                raise ValueError(f"linklayer.max_packet_beats {self.linklayer.max_packet_beats} "
+                                 f"must hold a remote-store packet: dma.remote_burst "
+                                 f"{self.dma.remote_burst} beats and its header")
         if self.dma.commands != self.tracker.regions:
             raise ValueError(f"dma.commands {self.dma.commands} must equal tracker.regions "
                              f"{self.tracker.regions}")
@@ -91,14 +105,16 @@ class NodeParams:
         return {"tracker": self.tracker.to_dict(), "arbiter": dataclasses.asdict(self.arbiter),
                 "nmc": self.nmc.to_dict(), "dma": self.dma.to_dict(),
                 "remote_buffer": self.remote_buffer,
-                "l2": self.l2.to_dict() if self.l2 is not None else None}
+                "l2": self.l2.to_dict() if self.l2 is not None else None,
+                "linklayer": self.linklayer.to_dict() if self.linklayer is not None else None}
 
     @classmethod
     def from_dict(cls, d):
-        l2 = d.get("l2")
+        l2, ll = d.get("l2"), d.get("linklayer")
         return cls(TrackerParams(**d["tracker"]), ArbiterParams(**d["arbiter"]),
                    NMCParams.from_dict(d["nmc"]), DMAParams(**d["dma"]),
-                   d.get("remote_buffer", 256), L2Params(**l2) if l2 is not None else None)
+                   d.get("remote_buffer", 256), L2Params(**l2) if l2 is not None else None,
+                   LinkLayerParams(**ll) if ll is not None else None)
 
 
 def node_registers():
@@ -134,6 +150,8 @@ def block_registers(params: T3Params, nparams: NodeParams):
               "dma": dma_registers(params, nparams.dma)}
     if nparams.l2 is not None:
         blocks["l2"] = l2_registers(params, nparams.l2)
+    if nparams.linklayer is not None:
+        blocks["link"] = link_registers(nparams.linklayer)
     return blocks
 
 
@@ -171,7 +189,13 @@ class GPUNode(wiring.Component):
         Pulses once for every communication-stream write completed in DRAM (an arriving remote
         or DMA update or store): the agents' view of data arriving.
     tx, rx : link (AXI4-Stream)
-        To GPU ``g - 1`` and from GPU ``g + 1`` of the ring.
+        To GPU ``g - 1`` and from GPU ``g + 1`` of the ring: the DMA engine's own, or with a
+        link layer (``NodeParams.linklayer``) its sender's and receiver's
+        (:class:`linklayer.rtl.LinkLayer`: packets with trailers; each good packet reaches
+        the DMA once, in order).
+    ack_i, ack_o : acknowledgements (with a link layer only)
+        ``ack_i`` from GPU ``g - 1``'s receiver (of this node's packets), ``ack_o`` this
+        node's receiver's, to GPU ``g + 1``.
     cfg : In(axil_signature(...))
         AXI4-Lite configuration: block ``k`` of :data:`BLOCK_ORDER` at byte ``k * 1024``; the
         map is in ``docs/system.md`` (:func:`system.node.register_address`).
@@ -202,12 +226,16 @@ class GPUNode(wiring.Component):
         self.nmc = NMCUnit(params, nparams.nmc)
         self.dma = DMAEngine(params, nparams.dma)
         self.l2 = L2Cache(params, nparams.l2) if nparams.l2 is not None else None
+        self.link = LinkLayer(params, nparams.linklayer) if nparams.linklayer is not None \
+            else None
         self.regs = node_registers()
         self.block_regs = {"node": self.regs, "tracker": self.tracker.regs,
                            "arbiter": self.arbiter.regs, "nmc": self.nmc.regs,
                            "dma": self.dma.regs}
         if self.l2 is not None:
             self.block_regs["l2"] = self.l2.regs
+        if self.link is not None:
+            self.block_regs["link"] = self.link.regs
         # registered: each block's register bus starts from registers by the block (the bus
         # spans the node; the write decode behind its wires was the node's slowest path)
         self.decoder = CSRDecoder(WINDOW_BITS, [
@@ -229,6 +257,9 @@ class GPUNode(wiring.Component):
             "arb_calib_end": In(1),
             "l2_flush": In(1),
             "l2_flushed": Out(1),
+            **({"ack_i": In(ack_signature(nparams.linklayer)),
+                "ack_o": Out(ack_signature(nparams.linklayer))}
+               if nparams.linklayer is not None else {}),
         })
 
     def elaborate(self, platform):
@@ -327,8 +358,18 @@ class GPUNode(wiring.Component):
         m.submodules.cmd_in = cmd_in = SkidBuffer(layout)
         connect(m, arbiter.o, cmd_in.i)
         connect(m, cmd_in.o, nmc.cmd)
-        connect(m, dma.tx, wiring.flipped(self.tx))
-        connect(m, wiring.flipped(self.rx), dma.rx)
+        if self.link is None:
+            connect(m, dma.tx, wiring.flipped(self.tx))
+            connect(m, wiring.flipped(self.rx), dma.rx)
+        else:
+            m.submodules.link = link = self.link
+            connect(m, decoder.link, link.csr)
+            connect(m, dma.tx, link.dma_tx)
+            connect(m, link.tx, wiring.flipped(self.tx))
+            connect(m, wiring.flipped(self.rx), link.rx)
+            connect(m, link.dma_rx, dma.rx)
+            connect(m, wiring.flipped(self.ack_i), link.ack_i)
+            connect(m, link.ack_o, wiring.flipped(self.ack_o))
 
         # --- responses: CUs, DMA reads, completed communication writes ------------------------
         m.submodules.resp_out = resp_out = SkidBuffer(nmc.resp.payload.shape())

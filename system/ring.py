@@ -9,7 +9,7 @@ from hw.axil import axil_signature
 from hw.interfaces import request_signature, response_signature
 from system.engine.rtl import load_signature
 from system.gpu import GPU, registered_reset
-from system.link import LinkModel, check_link
+from system.link import FAULT_KINDS, FAULT_RATE_BITS, AckLink, LinkFaults, LinkModel, check_link
 from system.node import GPUNode, NodeParams
 from hw.params import T3Params, check_int
 
@@ -53,6 +53,15 @@ class Ring(wiring.Component):
     ``charge_headers``: whether a link's packet header costs a beat of its bandwidth
     (:class:`system.link.LinkModel`).
 
+    With a link layer in the nodes (``NodeParams.linklayer``) each link also carries the
+    receiver's acknowledgements back (:class:`system.link.AckLink`, the link's latency) from
+    GPU ``g - 1`` to GPU ``g``; the ring's ``acks_lost`` (Out(32)) counts those lost to a full
+    channel.  With ``faults`` (a link layer needed) every link's beats and acknowledgements
+    pass a :class:`system.link.LinkFaults` (its LFSR seeded by the link's number) driven by
+    the ring's ``fault_rate`` (In(24): a beat hit with probability ``rate / 2**24``) and
+    ``fault_kinds`` (In(3): drop, flip, duplicate); ``faults_dropped``, ``faults_flipped``,
+    ``faults_duplicated``, ``faults_acks`` (Out(32)) sum what the injectors did.
+
     ``engine_formats`` (default: the node's ALU formats) are the element types of the engines'
     step adders (:class:`system.engine.rtl.CUEngine`'s ``formats``).
 
@@ -64,10 +73,18 @@ class Ring(wiring.Component):
     domain's reset, a cycle later than that domain.
     """
 
+    #: The ring's sums of its injectors' counters (``faults``), and the counter each sums.
+    FAULT_COUNTERS = {"faults_dropped": "dropped", "faults_flipped": "flipped",
+                      "faults_duplicated": "duplicated", "faults_acks": "acks_hit"}
+
     def __init__(self, params: T3Params, nparams: NodeParams = NodeParams(), gpus=4,
                  latency=8, num=1, den=4, engines=None, clocked=True, flat=False,
-                 engine_formats=None, charge_headers=True):
+                 engine_formats=None, charge_headers=True, faults=False):
         check_ring(nparams, gpus, latency, num, den)
+        if faults and nparams.linklayer is None:
+            raise ValueError("faults need a link layer in the nodes (NodeParams.linklayer): "
+                             "without one a fault is a wrong result")
+        self.faults = bool(faults)
         self.params, self.nparams, self.gpus = params, nparams, gpus
         self.latency, self.num, self.den = latency, num, den
         self.engines, self.clocked = engines, clocked
@@ -87,7 +104,17 @@ class Ring(wiring.Component):
                 node.cfg_addr_bits = gpu.cfg_addr_bits
         self.links = [LinkModel(params, latency, num, den, charge_headers=charge_headers)
                       for _ in range(gpus)]
+        ll = nparams.linklayer
+        self.acks = [AckLink(ll, latency) for _ in range(gpus)] if ll is not None else []
+        self.injectors = [LinkFaults(params, ll, seed=0x1000 + g) for g in range(gpus)] \
+            if faults else []
         members = {}
+        if ll is not None:
+            members["acks_lost"] = Out(32)
+        if faults:
+            members["fault_rate"] = In(FAULT_RATE_BITS)
+            members["fault_kinds"] = In(len(FAULT_KINDS))
+            members.update({name: Out(32) for name in self.FAULT_COUNTERS})
         for g, node in enumerate(self.nodes):
             members[f"gpu{g}_cfg"] = In(axil_signature(node.cfg_addr_bits))
             if engines is None:
@@ -126,8 +153,30 @@ class Ring(wiring.Component):
             else:
                 connect(m, wiring.flipped(getattr(self, f"gpu{g}_load")), node.load)
                 m.d.comb += node.start.eq(self.start)
+            prev = self.nodes[(g - 1) % n]
             connect(m, node.tx, link.i)                       # GPU g sends ...
-            connect(m, link.o, self.nodes[(g - 1) % n].rx)    # ... to GPU g - 1
+            if not self.faults:
+                connect(m, link.o, prev.rx)                   # ... to GPU g - 1
+            if self.acks:                                     # which acknowledges to GPU g
+                ack = self.acks[g]
+                m.submodules[f"ack{g}"] = ack
+                if self.faults:
+                    inj = self.injectors[g]
+                    m.submodules[f"faults{g}"] = inj
+                    connect(m, link.o, inj.i)
+                    connect(m, inj.o, prev.rx)
+                    connect(m, prev.ack_o, inj.ack_i)
+                    connect(m, inj.ack_o, ack.i)
+                    m.d.comb += [inj.rate.eq(self.fault_rate), inj.kinds.eq(self.fault_kinds)]
+                else:
+                    connect(m, prev.ack_o, ack.i)
+                connect(m, ack.o, node.ack_i)
+        if self.acks:
+            m.d.comb += self.acks_lost.eq(sum(ack.lost for ack in self.acks)[:32])
+        for name, field in self.FAULT_COUNTERS.items():
+            if self.faults:
+                m.d.comb += getattr(self, name).eq(
+                    sum(getattr(inj, field) for inj in self.injectors)[:32])
         if self.engines is not None:
             m.d.comb += self.done.eq(Cat(node.done for node in self.nodes).all())
         return m

@@ -156,6 +156,14 @@ class Driver:
         caps = {g: self.capacity for g in range(self.gpus)}
         check_commands(p, n.dma, cfg.commands, dst_capacity=caps, gpus=self.gpus)
         check_remote(p, n.dma, cfg.remote, dst_capacity=caps)
+        if n.linklayer is not None:
+            # the link layer's sender stops (status.tx_too_long) at a longer packet
+            for c, cmd in enumerate(cfg.commands):
+                if cmd is not None and cmd.tile_beats(p) + 1 > n.linklayer.max_packet_beats:
+                    raise ValueError(
+                        f"command {c}: a tile of {cmd.tile_rows} x {cmd.tile_cols} is "
+                        f"{cmd.tile_beats(p)} beats and its header, longer than the link "
+                        f"layer's max_packet_beats {n.linklayer.max_packet_beats}")
         if n.l2 is not None:
             l2_values(p, n.l2, dataclasses.replace(cfg.l2, windows=self._windows(cfg)))
 

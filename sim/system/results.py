@@ -4,6 +4,7 @@ accesses by category (paper section 6.2, Figure 18) and the bit-exact scoreboard
 import numpy as np
 
 from l2.config import COUNTERS as L2_COUNTER_REGS
+from linklayer.config import LINK_COUNTERS
 
 
 __all__ = ["COUNTERS", "L2_COUNTERS", "dram_accesses", "link_utilization", "compare_chunk"]
@@ -18,6 +19,10 @@ COUNTERS = [("nmc", f"{k}_{s}") for k in ("reads", "stores", "updates") for s in
     ("tracker", "errors"), ("tracker", "tracked"), ("tracker", "occupancy"), ("dma", "triggers"),
     ("dma", "reads"), ("dma", "beats_received"), ("nmc", "errors"), ("arbiter", "forced"),
     ("arbiter", "threshold"), ("arbiter", "comm_max_wait"), ("arbiter", "compute_wait")]
+
+#: Also read when the nodes have a link layer (``linklayer.config.LINK_COUNTERS``) and its
+#: status.
+LINK_LAYER_COUNTERS = [("link", name) for name in LINK_COUNTERS] + [("link", "status")]
 
 #: Also read when the nodes have an L2 (``l2.config.COUNTERS``) and its status.
 L2_COUNTERS = [("l2", name) for name, _ in L2_COUNTER_REGS] + [("l2", "status")]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from hw.params import T3Params, check_int
 from l2.config import L2Config, L2Params
+from linklayer.config import LinkLayerParams
 from dma.config import DMAParams
 from nmc.config import NMCParams
 from system.engine.config import EngineParams
@@ -285,22 +286,66 @@ def check_wave(wave, sim, scope=None, gpus=None):
 
 def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
                bandwidth=LINK_BANDWIDTH, engines=True, mcq_depth=None, l2=None,
-               geometry=None, charge_headers=LINK_CHARGES_HEADERS, formats=("fp16",)):
+               geometry=None, charge_headers=LINK_CHARGES_HEADERS, formats=("fp16",),
+               linklayer=None, faults=False):
     """``(top name, make, cache key)`` of the ring a run uses (built once per key);
-    ``l2``, ``geometry`` and ``charge_headers`` as in :func:`run_config`; ``formats``: the
-    element types its adders handle (default the default workload's, fp16:
+    ``l2``, ``geometry``, ``charge_headers``, ``linklayer`` as in :func:`run_config`;
+    ``faults``: the links pass fault injectors (:class:`system.link.LinkFaults`); ``formats``:
+    the element types its adders handle (default the default workload's, fp16:
     :func:`run_formats`)."""
     from system.ring import Ring
     memory_rows = memory_rows or memory_rows_for(gpus)
     params, nparams = geometry or system_params(memory_rows, mcq_depth, l2, gpus, formats)
+    nparams = with_linklayer(nparams, linklayer)
     eparams = engine_params_for(gpus) if engines is True else (engines or None)
     key = design_key(Ring, params.to_dict(), nparams.to_dict(), gpus, latency, bandwidth,
-                     eparams.to_dict() if eparams else None, charge_headers)
+                     eparams.to_dict() if eparams else None, charge_headers,
+                     *(("faults",) if faults else ()))
 
     def make():
         return Ring(params, nparams, gpus=gpus, latency=latency, num=bandwidth[0],
-                    den=bandwidth[1], engines=eparams, charge_headers=charge_headers)
-    return f"t3_ring{gpus}" + ("e" if eparams else ""), make, key
+                    den=bandwidth[1], engines=eparams, charge_headers=charge_headers,
+                    faults=faults)
+    return f"t3_ring{gpus}" + ("e" if eparams else "") + ("l" if nparams.linklayer else "") \
+        + ("f" if faults else ""), make, key
+
+
+#: The link layer of the rings' nodes when a run asks for one (``linklayer=True``): the
+#: default geometry, whose replay buffer (256 beats) holds the 136 a link of
+#: :data:`LINK_LATENCY` cycles and :data:`sim.system.workload.LINK_BANDWIDTH` needs for line
+#: rate (``t3 bench linklayer``).
+RING_LINKLAYER = LinkLayerParams()
+
+
+def with_linklayer(nparams, linklayer):
+    """``nparams`` with the link layer ``linklayer`` (``True``: :data:`RING_LINKLAYER`; a
+    :class:`linklayer.config.LinkLayerParams`; ``None``/``False``: as it is)."""
+    if not linklayer:
+        return nparams
+    ll = RING_LINKLAYER if linklayer is True else linklayer
+    if not isinstance(ll, LinkLayerParams):
+        raise ValueError(f"linklayer must be True or a LinkLayerParams, not {linklayer!r}")
+    return dataclasses.replace(nparams, linklayer=ll)
+
+
+def check_faults(faults, nparams):
+    """Refuse a fault setting the ring cannot inject, naming the field; returns the ring's
+    port values ``(rate, kinds)`` (``rate``: of :data:`system.link.FAULT_RATE_BITS` bits)."""
+    from system.link import FAULT_KINDS, FAULT_RATE_BITS
+    if nparams.linklayer is None:
+        raise ValueError("faults need the link layer (linklayer=True): without it a fault on "
+                         "the link is a wrong result")
+    rate = faults.get("rate")
+    if not isinstance(rate, (int, float)) or not 2 ** -FAULT_RATE_BITS <= rate <= 0.5:
+        raise ValueError(f"faults rate must be a probability per beat from "
+                         f"2**-{FAULT_RATE_BITS} to 0.5, not {rate!r}")
+    kinds = tuple(faults.get("kinds") or FAULT_KINDS)
+    bad = [k for k in kinds if k not in FAULT_KINDS]
+    if bad or not kinds:
+        raise ValueError(f"faults kinds must be some of {', '.join(FAULT_KINDS)}, not "
+                         f"{faults.get('kinds')!r}")
+    return (round(rate * (1 << FAULT_RATE_BITS)),
+            sum(1 << FAULT_KINDS.index(k) for k in set(kinds)))
 
 
 def idle_rate(gpus, *, sim=None, cycles=20_000, build_dir=None, **kwargs):
@@ -320,7 +365,7 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                progress=None, memory_rows=None, latency=LINK_LATENCY,
                bandwidth=LINK_BANDWIDTH, engines=True, cxx_opt=None, timeline=None,
                mcq_depth=None, l2=None, l2_config=None, geometry=None,
-               charge_headers=LINK_CHARGES_HEADERS):
+               charge_headers=LINK_CHARGES_HEADERS, linklayer=None, faults=None):
     """Run ``config`` on a ring of ``gpus``; returns the result dict of
     :func:`sim.system.testbench.run_system`.  ``progress(line)`` sees the testbench's progress
     lines.  ``engines``: the GPUs' traffic comes from the GPU-side engines in the ring's RTL
@@ -341,13 +386,20 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     costs link bandwidth (default :data:`sim.system.workload.LINK_CHARGES_HEADERS`: no, as the
     paper's link model).  ``wave``: write a waveform there, in the format its suffix names
     (``.vcd`` or ``.fst``: :data:`sim.harness.runner.WAVE_FORMATS`); ``wave_scope``: of that
-    instance of the ring and below only (``"gpu1"``, ``"gpu1.node.dma"``, ``"link0"``)."""
+    instance of the ring and below only (``"gpu1"``, ``"gpu1.node.dma"``, ``"link0"``).
+    ``linklayer``: the nodes' link layer (``True``: :data:`RING_LINKLAYER`, or a
+    :class:`linklayer.config.LinkLayerParams`; ``result["linklayer"]`` sums its counters);
+    ``faults``: ``{"rate": p, "kinds": ("drop", "flip", "dup")}``, faults injected at random
+    on every link's beats and acknowledgements with probability ``p`` per beat
+    (:class:`system.link.LinkFaults`; ``result["faults"]`` counts them)."""
     import sim.system.testbench as tb
     sim = sim or default_sim()
     check_int("gpus", gpus, 2, MAX_GPUS)
     memory_rows = memory_rows or memory_rows_for(gpus)
     params, nparams = geometry or system_params(memory_rows, mcq_depth, l2, gpus,
                                                 run_formats(spec))
+    nparams = with_linklayer(nparams, linklayer)
+    fault_ports = check_faults(faults, nparams) if faults else None
     eparams = engine_params_for(gpus) if engines is True else (engines or None)
     check_config(spec, gpus, config, params, nparams, eparams, l2_config)
     wave_format = check_wave(wave, sim, wave_scope, gpus)
@@ -364,11 +416,12 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                    "progress": str(progress_file), "timeline": timeline,
                    "bandwidth": list(bandwidth), "charge_headers": bool(charge_headers),
                    "engines": eparams.to_dict() if eparams else None,
-                   "l2_config": dataclasses.asdict(l2_config) if l2_config else None}
+                   "l2_config": dataclasses.asdict(l2_config) if l2_config else None,
+                   "faults": list(fault_ports) if fault_ports else None}
     top, make, key = ring_build(gpus, sim, memory_rows=memory_rows, latency=latency,
                                 bandwidth=bandwidth, engines=eparams or False,
                                 mcq_depth=mcq_depth, geometry=(params, nparams),
-                                charge_headers=charge_headers)
+                                charge_headers=charge_headers, faults=bool(fault_ports))
     stop = threading.Event()
 
     def follow():

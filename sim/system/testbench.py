@@ -29,8 +29,8 @@ from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_fuse
 from sim.system.kernels import (AGKernel, ArrivalWatch, CheckKernel, GemmKernel, KernelRunner,
                                 RSKernel)
 from sim.system.port import GPUPort
-from sim.system.results import (COUNTERS, L2_COUNTERS, compare_chunk, dram_accesses,
-                                link_utilization)
+from sim.system.results import (COUNTERS, L2_COUNTERS, LINK_LAYER_COUNTERS, compare_chunk,
+                                dram_accesses, link_utilization)
 from sim.system.driver import ETYPES, REMOTE_SPACE
 from sim.system.workload import LINK_BANDWIDTH, GemmSpec, Workload, ring_reference
 from system.engine.config import EngineParams
@@ -194,9 +194,10 @@ class RingHost:
 
     @property
     def counters(self):
-        """What :meth:`snapshot` reads: :data:`COUNTERS`, and the L2's when the nodes have
-        one."""
-        return COUNTERS + (L2_COUNTERS if "l2" in self.regs else [])
+        """What :meth:`snapshot` reads: :data:`COUNTERS`, the L2's when the nodes have one,
+        the link layer's when they have one."""
+        return COUNTERS + (L2_COUNTERS if "l2" in self.regs else []) + \
+            (LINK_LAYER_COUNTERS if "link" in self.regs else [])
 
     async def snapshot(self, extra=()):
         """Every GPU's :attr:`counters` and the registers ``extra`` (``[(block, name)]``), a
@@ -236,8 +237,11 @@ class RingHost:
                          link_busy_beats=sums[link_phase]["dma.link_busy"],
                          tracker_peak_occupancy=max(a["tracker.peak_occupancy"]
                                                     for a in after)),
+            # (the link layer's error counters are repairs it made, not errors: its status
+            # is what it could not repair)
             "status": {g: {k: v & ~L2_LIVE if k == "l2.status" else v
-                           for k, v in a.items() if k.endswith(("status", "errors"))}
+                           for k, v in a.items() if k.endswith(("status", "errors"))
+                           and not (k.startswith("link.") and k != "link.status")}
                        for g, a in enumerate(after)},
             # the L2's counters per phase, summed over the GPUs (nodes with an L2)
             "l2": {name: {k[3:]: v for k, v in s.items()
@@ -246,7 +250,26 @@ class RingHost:
             # MCA's threshold as the fused phase left it (the AG reprograms the arbiter)
             "arbiter_threshold": [a["arbiter.threshold"] for a in
                                   ph.get("gemm_rs", ph.get("gemm"))["after"]],
+            # the link layer's counters at the end, summed over the GPUs (nodes with one)
+            "linklayer": self.linklayer_totals(after) if "link" in self.regs else None,
+            "faults": self.fault_totals(),
         }
+
+    def linklayer_totals(self, after):
+        """The link layer's counters as ``after`` (a snapshot per GPU) has them, summed over
+        the GPUs, and the acknowledgements the ring's channels lost."""
+        out = {name[5:]: sum(a[name] for a in after) for name in
+               (f"{b}.{n}" for b, n in LINK_LAYER_COUNTERS) if name != "link.status"}
+        if self.dut is not None and hasattr(self.dut, "acks_lost"):
+            out["acks_lost"] = int(self.dut.acks_lost.value)
+        return out
+
+    def fault_totals(self):
+        """What the ring's fault injectors did (a ring built with faults), or ``None``."""
+        from system.ring import Ring
+        if self.dut is None or not hasattr(self.dut, "faults_dropped"):
+            return None
+        return {name: int(getattr(self.dut, name).value) for name in Ring.FAULT_COUNTERS}
 
     def _record(self, name, cycles, before, after):
         delta = [{k: a[k] - b[k] for k in a} for a, b in zip(after, before)]
@@ -384,6 +407,7 @@ class EngineSystem(RingHost):
         self.timeline = []
         self.spans = {}                             # phase -> (first cycle, last cycle)
         self.last = None                            # the counters the last phase left
+        self.faults = None                          # the fault injectors' (rate, kinds)
 
     def timeline_regs(self):
         """What :meth:`sample` reads: :data:`TIMELINE_REGS`, and :data:`TIMELINE_L2_REGS`
@@ -420,6 +444,8 @@ class EngineSystem(RingHost):
         from cocotb.clock import Clock
         from cocotb.triggers import ClockCycles
         self.dut.start.value = 0
+        if self.faults is not None:                 # (rate, kinds) of the injectors
+            self.dut.fault_rate.value, self.dut.fault_kinds.value = self.faults
         for g in range(self.gpus):
             getattr(self.dut, f"gpu{g}_load__w_en").value = 0
         self.dut.rst.value = 1
@@ -603,6 +629,8 @@ async def run_system(dut):
         system = System(dut, params, nparams, wl, cfg["config"], progress)
     if cfg.get("bandwidth"):
         system.bandwidth = tuple(cfg["bandwidth"])
+    if cfg.get("faults"):
+        system.faults = tuple(cfg["faults"])
     system.charge_headers = cfg.get("charge_headers", True)
     if nparams.l2 is not None:
         from l2.config import L2Config
