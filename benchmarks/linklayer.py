@@ -9,6 +9,10 @@
   (:meth:`linklayer.config.LinkLayerParams.round_trip_beats`), against the default's.
 - ``linklayer.<tx|rx>.synth.<target>.<resource>``: Yosys cell counts of the sender and the
   receiver, default geometry, 256-bit beats.
+- ``linklayer.ring.faults_<rate>``: ``t3 run``'s default 4-GPU run with the link layer and
+  faults of every kind injected on every link at ``rate`` per beat (1e-6 to 1e-2): whether it
+  ended bit-exact (limit: every run), the faults by kind, the retries, and its cycles against
+  the clean run's.
 """
 
 import sys
@@ -21,6 +25,33 @@ from linklayer.config import LinkLayerParams
 #: its header: 17 beats) and the longest the default geometry takes.
 LENGTHS = (17, 64)
 PACKETS, LATENCY = 200, 10
+
+#: The fault rates per beat of the ring campaign.
+RATES = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2)
+
+
+def ring_campaign(sim="verilator", rates=RATES):
+    """``linklayer.ring`` lines: the default run clean, then at each of ``rates``."""
+    from sim.system.run import run_config
+    from sim.system.workload import workload_spec
+    spec = workload_spec(4)
+    clean = run_config(spec, 4, "t3", sim=sim, linklayer=True)
+    lines = [f"linklayer.ring.clean: {clean['cycles']} cycles, verified {clean['verified']} "
+             f"({clean['linklayer']['tx_packets']} packets, "
+             f"{clean['simulated_cycles'] / clean['wall_s']:.0f} simulated cycles/s)"]
+    for rate in rates:
+        r = run_config(spec, 4, "t3", sim=sim, linklayer=True,
+                       faults={"rate": rate, "kinds": ("drop", "flip", "dup")})
+        f, ll = r["faults"], r["linklayer"]
+        lines.append(
+            f"linklayer.ring.faults_{rate:g}: verified {r['verified']} (limit: every run); "
+            f"{f['faults_dropped']} dropped, {f['faults_flipped']} flipped, "
+            f"{f['faults_duplicated']} duplicated, {f['faults_acks']} acknowledgements hit; "
+            f"{ll['tx_replayed']} packets replayed ({ll['tx_naks']} NAKs, {ll['tx_timeouts']} "
+            f"timeouts), {ll['rx_crc_errors']} CRC, {ll['rx_seq_errors']} sequence, "
+            f"{ll['rx_duplicates']} duplicate drops; {r['cycles']} cycles, ratio "
+            f"{r['cycles'] / clean['cycles']:.3f} to the clean run")
+    return lines
 
 
 def line_rate(sim, length, packets=PACKETS):
@@ -56,6 +87,8 @@ def main(sims=None, synth=True):
           f"({LINK_LATENCY} cycles, {LINK_BANDWIDTH[0]}/{LINK_BANDWIDTH[1]} beats a cycle, "
           f"packets up to {lp.max_packet_beats}); the default holds {lp.replay_beats} "
           f"(ratio {need / lp.replay_beats:.2f})")
+    for line in ring_campaign(sim):
+        print(line, flush=True)
     if synth:
         from benchmarks.synth import resource_lines
         from linklayer.rtl import LinkRx, LinkTx

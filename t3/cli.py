@@ -502,6 +502,44 @@ def _workload(args):
     return spec, ring
 
 
+def _fault_rate_arg(text):
+    """An argparse ``type``: a fault probability per beat the injectors can draw."""
+    from system.link import FAULT_RATE_BITS
+    try:
+        rate = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 2 ** -FAULT_RATE_BITS <= rate <= 0.5:
+        raise argparse.ArgumentTypeError(f"a probability per beat from 2**-{FAULT_RATE_BITS} "
+                                         f"(6e-8) to 0.5, not {text}")
+    return rate
+
+
+def _fault_kinds_arg(text):
+    """An argparse ``type``: comma-separated kinds of :data:`system.link.FAULT_KINDS`."""
+    from system.link import FAULT_KINDS
+    kinds = tuple(k for k in text.split(",") if k)
+    bad = [k for k in kinds if k not in FAULT_KINDS]
+    if bad or not kinds:
+        raise argparse.ArgumentTypeError(f"kinds of {', '.join(FAULT_KINDS)}, comma-separated, "
+                                         f"not {text!r}")
+    return kinds
+
+
+def _link_layer_options(args):
+    """``run_config``'s ``linklayer`` and ``faults`` from ``t3 run``'s options."""
+    if args.link_faults is None and args.fault_kinds is not None:
+        raise ValueError("--fault-kinds: needs --link-faults RATE")
+    if args.link_faults is not None and not args.link_layer:
+        raise ValueError("--link-faults: needs --link-layer (without it a fault on the link "
+                         "is a wrong result)")
+    out = {"linklayer": True} if args.link_layer else {}
+    if args.link_faults is not None:
+        out["faults"] = {"rate": args.link_faults,
+                         "kinds": args.fault_kinds or ("drop", "flip", "dup")}
+    return out
+
+
 def _scale_line(spec, gpus, ring):
     from sim.system.run import LINK_LATENCY, describe_scale
     return f"  scale      {describe_scale(spec, gpus, ring.get('latency', LINK_LATENCY))}"
@@ -522,6 +560,16 @@ def _print_result(r):
         print(f"  L2         the GEMM's {reads} cached reads: {gemm['read_hits']} hits, "
               f"{gemm['read_merged']} merged into a miss, {gemm['read_misses']} misses")
     print(f"  tracker    peak occupancy {d['tracker_peak_occupancy']} entries")
+    ll = r.get("linklayer")
+    if ll:
+        repairs = {k: v for k, v in ll.items() if k not in ("tx_packets", "rx_delivered") and v}
+        print(f"  link layer {ll['tx_packets']} packets sent, {ll['rx_delivered']} delivered; "
+              + (", ".join(f"{k} {v}" for k, v in repairs.items()) or "nothing repaired"))
+    if r.get("faults"):
+        f = r["faults"]
+        print(f"  faults     {f['faults_dropped']} beats dropped, {f['faults_flipped']} "
+              f"flipped, {f['faults_duplicated']} duplicated, {f['faults_acks']} "
+              f"acknowledgements hit")
     engines = (f" ({r['engine_cycles_per_s']:.0f} while the engines run)"
                if r.get("engine_cycles_per_s") else "")
     print(f"  simulation {r['simulated_cycles']} cycles at {r['cycles_per_s']:.0f} cycles/s"
@@ -545,6 +593,7 @@ def cmd_run(args):
     from sim.system.run import run_config
     spec, ring = _workload(args)            # sets the ring size a preset implies
     _check_wave(args)
+    ring.update(_link_layer_options(args))
     print(f"T3 system: {args.gpus} GPUs, {args.config}, workload {spec.name}: "
           f"{spec.m} x {spec.n} x {spec.k} {spec.dtype}")
     print(_scale_line(spec, args.gpus, ring))
@@ -973,6 +1022,16 @@ def build_parser():
                      help="write a trace for Perfetto or chrome://tracing: every GPU's phases, "
                           "GEMM stages, ring steps received, link use, MCQ and Tracker "
                           "entries and GEMM stalls (sampled as --timeline is)")
+    g = run.add_argument_group("link layer (docs/linklayer.md)")
+    g.add_argument("--link-layer", action="store_true",
+                   help="every node's DMA engine talks to its links through the link layer "
+                        "(CRC-32, sequence numbers, ACK/NAK, replay)")
+    g.add_argument("--link-faults", type=_fault_rate_arg, metavar="RATE", default=None,
+                   help="with --link-layer: hit every link's beats and acknowledgements at "
+                        "random with probability RATE per beat (e.g. 1e-3; 6e-8 to 0.5)")
+    g.add_argument("--fault-kinds", type=_fault_kinds_arg, default=None,
+                   metavar="KIND,...",
+                   help="with --link-faults: which faults, of drop, flip, dup (default all)")
     run.set_defaults(func=cmd_run)
 
     compare = sub.add_parser("compare", help="all configurations: the paper's Figure 16 and "
