@@ -26,6 +26,7 @@ from amaranth.lib.wiring import In, Out
 from hw.csr import csr_signature
 from hw.interfaces import link_signature
 from hw.params import T3Params
+from hw.pipeline import SkidBuffer
 from linklayer.config import (LINK_COUNTERS, TRAILER_SEQ_BITS, LinkLayerParams, ack_signature,
                               link_registers)
 from linklayer.crc import PRESET, crc_update
@@ -455,11 +456,13 @@ class LinkLayer(wiring.Component):
     tx : Out(link_signature)
         To the link: the packets with their trailers (:class:`LinkTx`).
     rx : In(link_signature)
-        From the link.
+        From the link, through a register slice (:class:`hw.pipeline.SkidBuffer`: a cycle of
+        latency, ``tready`` a register).
     dma_rx : Out(link_signature)
         To the DMA engine's ``rx``: each good packet once, in order (:class:`LinkRx`).
     ack_i : In(ack_signature)
-        The acknowledgements of this node's packets, from the next GPU's receiver.
+        The acknowledgements of this node's packets, from the next GPU's receiver;
+        registered (the sender sees a message a cycle later).
     ack_o : Out(ack_signature)
         This node's receiver's acknowledgements, to the previous GPU's sender.
     csr : In(csr_signature(...))
@@ -479,13 +482,26 @@ class LinkLayer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.tx = tx = LinkTx(self.params, self.lparams)
-        m.submodules.rx = rx = LinkRx(self.params, self.lparams)
+        p = self.params
+        m.submodules.tx = tx = LinkTx(p, self.lparams)
+        m.submodules.rx = rx = LinkRx(p, self.lparams)
         wiring.connect(m, wiring.flipped(self.dma_tx), tx.i)
         wiring.connect(m, tx.o, wiring.flipped(self.tx))
-        wiring.connect(m, wiring.flipped(self.rx), rx.i)
+        # what arrives from outside the node is registered first: the receiver's CRC check
+        # and the sender's acknowledgement check then start from flip-flops (a simulator
+        # re-evaluates logic that hangs on a block's inputs at every call of the block: it
+        # took 42 % of the ring's time), at a cycle of latency each
+        beat = StructLayout({"tdata": p.beat_bits, "tkeep": p.beat_bytes, "tlast": 1,
+                             "tuser": 1})
+        m.submodules.rx_in = rx_in = SkidBuffer(beat)
+        m.d.comb += [rx_in.i.valid.eq(self.rx.tvalid), self.rx.tready.eq(rx_in.i.ready),
+                     rx.i.tvalid.eq(rx_in.o.valid), rx_in.o.ready.eq(rx.i.tready)]
+        for name in ("tdata", "tkeep", "tlast", "tuser"):
+            m.d.comb += [getattr(rx_in.i.payload, name).eq(getattr(self.rx, name)),
+                         getattr(rx.i, name).eq(getattr(rx_in.o.payload, name))]
+        m.d.sync += [tx.ack.valid.eq(self.ack_i.valid), tx.ack.nak.eq(self.ack_i.nak),
+                     tx.ack.seq.eq(self.ack_i.seq), tx.ack.crc.eq(self.ack_i.crc)]
         wiring.connect(m, rx.o, wiring.flipped(self.dma_rx))
-        wiring.connect(m, wiring.flipped(self.ack_i), tx.ack)
         wiring.connect(m, rx.ack, wiring.flipped(self.ack_o))
         values = {name: getattr(tx if name.startswith("tx_") else rx, name[3:])
                   for name in LINK_COUNTERS}
