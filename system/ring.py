@@ -48,7 +48,9 @@ class Ring(wiring.Component):
     ``gpu<g>_compute``, ``gpu<g>_resp``, ``gpu<g>_comm_done`` (the node's ports); with engines
     ``gpu<g>_load`` (the engine's bulk port), and for the ring ``start`` (In: starts every
     engine in the same cycle), ``done`` (Out: every engine is done), ``clk`` and ``rst``
-    (synchronous, registered: it takes effect, and ends, one cycle after the port's).
+    (synchronous, registered: it takes effect, and ends, one cycle after the port's), and
+    with instanced GPUs ``gpu_rst`` (In(gpus)): bit ``g`` resets GPU ``g`` alone, as ``rst``
+    does (a GPU that fails on its own; the links and the other GPUs run on).
 
     ``charge_headers``: whether a link's packet header costs a beat of its bandwidth
     (:class:`system.link.LinkModel`).
@@ -129,6 +131,8 @@ class Ring(wiring.Component):
             if clocked:
                 members["clk"] = In(1)
                 members["rst"] = In(1)
+                if self.instanced_modules:
+                    members["gpu_rst"] = In(gpus)
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -142,7 +146,7 @@ class Ring(wiring.Component):
             else:
                 m.submodules[f"gpu{g}"] = self._instance(node)
                 # the GPU registers the port's reset itself, as the ring does for the links
-                rst = self.rst if self.clocked else ResetSignal("sync")
+                rst = self.rst | self.gpu_rst[g] if self.clocked else ResetSignal("sync")
                 m.d.comb += [node.clk.eq(ClockSignal("sync")), node.rst.eq(rst)]
             m.submodules[f"link{g}"] = link
             connect(m, wiring.flipped(getattr(self, f"gpu{g}_cfg")), node.cfg)

@@ -93,3 +93,33 @@ def test_a_remote_packet_longer_than_the_link_layer_takes_is_refused():
                                          r"remote-store packet: dma.remote_burst 8 beats"):
         NodeParams(dma=DMAParams(trigger_depth=512),
                    linklayer=dataclasses.replace(LinkLayerParams(), max_packet_beats=8))
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("linklayer", [False, True])
+def test_a_gpu_reset_mid_run_is_a_clear_error(linklayer, tmp_path, t3_options):
+    """GPU 1 alone reset 200 cycles into the fused phase: never a result reported verified."""
+    with pytest.raises(AssertionError, match=r"GPUReset: phase gemm_rs: GPU 1 was reset "
+                                             r"while the ring ran"):
+        run_config(SPEC, GPUS, "t3", linklayer=linklayer, build_dir=tmp_path,
+                   seed=t3_options.seed, reset_gpu={"gpu": 1, "phase": "gemm_rs", "at": 200})
+
+
+@pytest.mark.cocotb
+def test_the_driver_recovers_from_a_gpu_reset(tmp_path, t3_options):
+    """With recovery, the whole ring is reset and the job run again: bit-exact."""
+    r = run_config(SPEC, GPUS, "t3", linklayer=True, build_dir=tmp_path, seed=t3_options.seed,
+                   reset_gpu={"gpu": 2, "phase": "ag", "at": 100}, recover=True)
+    assert r["recovered"].startswith("phase ag: GPU 2 was reset while the ring ran")
+    check_delivery(r, "t3")
+
+
+@pytest.mark.parametrize("reset, match", [
+    ({"gpu": 4, "phase": "ag", "at": 0}, r"^reset_gpu gpu must be"),
+    ({"gpu": 0, "phase": "rs", "at": 0}, r"^reset_gpu phase must be one of gemm_rs, ag, check "
+                                         r"\(the phases of t3\), not 'rs'$"),
+    ({"gpu": 0, "phase": "ag", "at": -1}, r"^reset_gpu at must be"),
+])
+def test_bad_resets_are_refused(reset, match):
+    with pytest.raises(ValueError, match=match):
+        run_config(SPEC, GPUS, "t3", reset_gpu=reset)

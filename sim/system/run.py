@@ -328,6 +328,23 @@ def with_linklayer(nparams, linklayer):
     return dataclasses.replace(nparams, linklayer=ll)
 
 
+def check_reset(reset_gpu, gpus, config, engines):
+    """Refuse a GPU reset the run cannot inject, naming the field."""
+    from sim.system.configure import CONFIGS
+    if not engines:
+        raise ValueError("reset_gpu: the ring of the GPU-side engines only (engines=True)")
+    if not isinstance(reset_gpu, dict) or set(reset_gpu) - {"gpu", "phase", "at"}:
+        raise ValueError(f"reset_gpu must be {{'gpu': g, 'phase': name, 'at': cycles}}, not "
+                         f"{reset_gpu!r}")
+    check_int("reset_gpu gpu", reset_gpu.get("gpu"), 0, gpus - 1)
+    phases = ("gemm", "rs", "ag", "check") if config == "sequential" else \
+        ("gemm_rs", "ag", "check")
+    if reset_gpu.get("phase") not in phases:
+        raise ValueError(f"reset_gpu phase must be one of {', '.join(phases)} (the phases of "
+                         f"{config}), not {reset_gpu.get('phase')!r}")
+    check_int("reset_gpu at", reset_gpu.get("at"), 0)
+
+
 def check_faults(faults, nparams):
     """Refuse a fault setting the ring cannot inject, naming the field; returns the ring's
     port values ``(rate, kinds)`` (``rate``: of :data:`system.link.FAULT_RATE_BITS` bits)."""
@@ -365,7 +382,8 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                progress=None, memory_rows=None, latency=LINK_LATENCY,
                bandwidth=LINK_BANDWIDTH, engines=True, cxx_opt=None, timeline=None,
                mcq_depth=None, l2=None, l2_config=None, geometry=None,
-               charge_headers=LINK_CHARGES_HEADERS, linklayer=None, faults=None):
+               charge_headers=LINK_CHARGES_HEADERS, linklayer=None, faults=None,
+               reset_gpu=None, recover=False):
     """Run ``config`` on a ring of ``gpus``; returns the result dict of
     :func:`sim.system.testbench.run_system`.  ``progress(line)`` sees the testbench's progress
     lines.  ``engines``: the GPUs' traffic comes from the GPU-side engines in the ring's RTL
@@ -391,7 +409,12 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     :class:`linklayer.config.LinkLayerParams`; ``result["linklayer"]`` sums its counters);
     ``faults``: ``{"rate": p, "kinds": ("drop", "flip", "dup")}``, faults injected at random
     on every link's beats and acknowledgements with probability ``p`` per beat
-    (:class:`system.link.LinkFaults`; ``result["faults"]`` counts them)."""
+    (:class:`system.link.LinkFaults`; ``result["faults"]`` counts them).  ``reset_gpu``:
+    ``{"gpu": g, "phase": name, "at": cycles}``, GPU ``g`` alone held in reset for four cycles
+    that many cycles into phase ``name`` (a GPU that fails on its own): the host finds it at
+    the phase's timeout and the run ends in :class:`sim.system.testbench.GPUReset` ("GPU g was
+    reset while the ring ran"), or with ``recover`` the whole ring is reset and the job run
+    again after every output buffer is zeroed (``result["recovered"]`` says why)."""
     import sim.system.testbench as tb
     sim = sim or default_sim()
     check_int("gpus", gpus, 2, MAX_GPUS)
@@ -400,6 +423,8 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                                                 run_formats(spec))
     nparams = with_linklayer(nparams, linklayer)
     fault_ports = check_faults(faults, nparams) if faults else None
+    if reset_gpu is not None:
+        check_reset(reset_gpu, gpus, config, engines)
     eparams = engine_params_for(gpus) if engines is True else (engines or None)
     check_config(spec, gpus, config, params, nparams, eparams, l2_config)
     wave_format = check_wave(wave, sim, wave_scope, gpus)
@@ -417,7 +442,8 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                    "bandwidth": list(bandwidth), "charge_headers": bool(charge_headers),
                    "engines": eparams.to_dict() if eparams else None,
                    "l2_config": dataclasses.asdict(l2_config) if l2_config else None,
-                   "faults": list(fault_ports) if fault_ports else None}
+                   "faults": list(fault_ports) if fault_ports else None,
+                   "reset_gpu": reset_gpu, "recover": bool(recover)}
     top, make, key = ring_build(gpus, sim, memory_rows=memory_rows, latency=latency,
                                 bandwidth=bandwidth, engines=eparams or False,
                                 mcq_depth=mcq_depth, geometry=(params, nparams),

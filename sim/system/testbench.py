@@ -38,7 +38,11 @@ from system.engine.model import (ag_steps, gemm_program, pack_step, pack_wg, par
                                  program_beats, read_steps, rs_steps)
 
 
-__all__ = ["System", "run_system"]
+__all__ = ["System", "EngineSystem", "GPUReset", "run_system"]
+
+
+class GPUReset(AssertionError):
+    """A GPU was reset on its own while the ring ran: its state is lost."""
 
 
 #: The node's ``ctrl`` register: kernel-boundary strobes for the MC arbiter.
@@ -408,6 +412,8 @@ class EngineSystem(RingHost):
         self.spans = {}                             # phase -> (first cycle, last cycle)
         self.last = None                            # the counters the last phase left
         self.faults = None                          # the fault injectors' (rate, kinds)
+        self.inject = None                          # a GPU's reset to inject (run_system)
+        self.out_of_reset = 0                       # the cycle the ring left its reset
 
     def timeline_regs(self):
         """What :meth:`sample` reads: :data:`TIMELINE_REGS`, and :data:`TIMELINE_L2_REGS`
@@ -446,6 +452,8 @@ class EngineSystem(RingHost):
         self.dut.start.value = 0
         if self.faults is not None:                 # (rate, kinds) of the injectors
             self.dut.fault_rate.value, self.dut.fault_kinds.value = self.faults
+        if hasattr(self.dut, "gpu_rst"):
+            self.dut.gpu_rst.value = 0
         for g in range(self.gpus):
             getattr(self.dut, f"gpu{g}_load__w_en").value = 0
         self.dut.rst.value = 1
@@ -453,6 +461,8 @@ class EngineSystem(RingHost):
         await ClockCycles(self.clk, 2)
         self.dut.rst.value = 0
         await ClockCycles(self.clk, 2)          # the ring registers its reset
+        self.out_of_reset = self.simulated_cycles
+        self.last = None                        # the counters restart
 
     async def load(self, beats):
         """``beats[g]``: ``[(address, beat)]`` written through GPU ``g``'s bulk port (all GPUs
@@ -497,6 +507,11 @@ class EngineSystem(RingHost):
     async def start_and_wait(self, name):
         """Start every engine and wait until all are done (at most :attr:`limit` cycles)."""
         from cocotb.triggers import ClockCycles, RisingEdge, SimTimeoutError, with_timeout
+        import cocotb
+        if self.inject is not None and self.inject["phase"] == name:
+            cocotb.start_soon(self._pulse_gpu_reset(self.inject["gpu"], self.inject["at"],
+                                                    self.inject.get("cycles", 4)))
+            self.inject = None                  # once
         self.dut.start.value = 1
         await RisingEdge(self.clk)
         self.dut.start.value = 0
@@ -505,10 +520,30 @@ class EngineSystem(RingHost):
             try:
                 await with_timeout(RisingEdge(self.dut.done), self.limit, "ns")
             except SimTimeoutError:
-                now = await self.snapshot()
+                now = await self.snapshot(extra=[("node", "cycles")])
+                self._check_resets(name, [snap.pop("node.cycles") for snap in now])
                 state = {g: {k: v for k, v in snap.items() if v} for g, snap in enumerate(now)}
                 raise AssertionError(f"phase {name}: not finished after {self.limit} cycles; "
                                      f"counters {state}") from None
+
+    def _check_resets(self, name, cycles):
+        """Raise :class:`GPUReset` if a GPU's ``node.cycles`` (cycles since its reset) shows it
+        was reset after the ring was (``cycles``: each GPU's, as just read)."""
+        ring = self.simulated_cycles - self.out_of_reset
+        for g, c in enumerate(cycles):
+            if c + 64 < ring:           # the read's own cycles are far fewer
+                raise GPUReset(f"phase {name}: GPU {g} was reset while the ring ran (its "
+                               f"cycle counter reads {c}, the ring's {ring}): its state is "
+                               f"lost, the run cannot be verified")
+
+    async def _pulse_gpu_reset(self, gpu, at, cycles):
+        """Hold GPU ``gpu`` alone in reset for ``cycles`` cycles, ``at`` cycles from now."""
+        from cocotb.triggers import ClockCycles
+        await ClockCycles(self.clk, at)
+        self.dut.gpu_rst.value = 1 << gpu
+        await ClockCycles(self.clk, cycles)
+        self.dut.gpu_rst.value = 0
+        self.progress(f"GPU {gpu} held in reset for {cycles} cycles")
 
     async def run_phase(self, name, programs, arrivals=0, mca=False):
         """``programs[g]``: ``(kernel, registers, descriptor beats)`` of GPU ``g``.
@@ -549,6 +584,28 @@ class EngineSystem(RingHost):
         self.phases[name]["gpu_cycles"] = cycles
         self.last = after
 
+    def gemm_programs(self, mode, free=False):
+        """Every GPU's GEMM program (``(kernel, registers, descriptor beats)``) in ``mode``."""
+        from system.engine.config import Kernel
+        out = []
+        for g in range(self.gpus):
+            program = gemm_program(self.wl, g, self.layout, mode, REMOTE_SPACE, free=free)
+            out.append((Kernel.GEMM, program.registers,
+                        [pack_wg(self.params, d) for d in program.wgs]))
+        return out
+
+    async def clear(self):
+        """The driver's recovery's first step: every GPU's output buffer ``C`` written with
+        zeros, by the Sequential GEMM's plain stores of an all-zero partial (the memory keeps
+        its contents through a reset, and T3's updates add into ``C``).  Leaves no phase in
+        the results."""
+        await self.reset()
+        await self.load([[(i, 0) for i in range(len(beats))] for beats in self.partials])
+        self.driver.set_arbitration("ROUND_ROBIN")
+        await self.program()
+        await self.run_phase("clear", self.gemm_programs("sequential"))
+        del self.phases["clear"]
+
     async def run(self):
         from system.engine.config import Kernel
         wl, gpus, layout = self.wl, self.gpus, self.layout
@@ -556,13 +613,7 @@ class EngineSystem(RingHost):
         await self.reset()
         await self.load([list(enumerate(beats)) for beats in self.partials])
 
-        def gemm(mode, free=False):
-            out = []
-            for g in range(gpus):
-                program = gemm_program(wl, g, layout, mode, REMOTE_SPACE, free=free)
-                out.append((Kernel.GEMM, program.registers,
-                            [pack_wg(self.params, d) for d in program.wgs]))
-            return out
+        gemm = self.gemm_programs
 
         def steps(make):
             return [(Kernel.STEPS, {}, [pack_step(self.params, s) for s in
@@ -622,28 +673,48 @@ async def run_system(dut):
         if progress_file:
             with open(progress_file, "a") as f:
                 f.write(text + "\n")
-    if cfg.get("engines"):
-        eparams = EngineParams(**cfg["engines"])
-        system = EngineSystem(dut, params, nparams, eparams, wl, cfg["config"], progress)
-    else:
-        system = System(dut, params, nparams, wl, cfg["config"], progress)
-    if cfg.get("bandwidth"):
-        system.bandwidth = tuple(cfg["bandwidth"])
-    if cfg.get("faults"):
-        system.faults = tuple(cfg["faults"])
-    system.charge_headers = cfg.get("charge_headers", True)
-    if nparams.l2 is not None:
-        from l2.config import L2Config
-        from sim.system.run import SYSTEM_L2_CONFIG
-        system.driver.set_l2(L2Config(**cfg["l2_config"]) if cfg.get("l2_config") else
-                             SYSTEM_L2_CONFIG)
+    def make_system():
+        if cfg.get("engines"):
+            eparams = EngineParams(**cfg["engines"])
+            system = EngineSystem(dut, params, nparams, eparams, wl, cfg["config"], progress)
+        else:
+            system = System(dut, params, nparams, wl, cfg["config"], progress)
+        if cfg.get("bandwidth"):
+            system.bandwidth = tuple(cfg["bandwidth"])
+        if cfg.get("faults"):
+            system.faults = tuple(cfg["faults"])
+        system.charge_headers = cfg.get("charge_headers", True)
+        if nparams.l2 is not None:
+            from l2.config import L2Config
+            from sim.system.run import SYSTEM_L2_CONFIG
+            system.driver.set_l2(L2Config(**cfg["l2_config"]) if cfg.get("l2_config") else
+                                 SYSTEM_L2_CONFIG)
+        return system
+    system = make_system()
+    system.inject = cfg.get("reset_gpu")
     start = time.perf_counter()
     result = {"verified": False}
     sampler = None
     if cfg.get("timeline"):
         sampler = cocotb.start_soon(system.sample(cfg["timeline"]))
+    recovered = None
     try:
-        verified = await system.run()
+        try:
+            verified = await system.run()
+        except GPUReset as error:
+            if not cfg.get("recover"):
+                raise
+            # the driver's recovery: the whole ring reset, the outputs zeroed, the job run
+            # again from the start
+            recovered = str(error)
+            progress(f"recovering: {error}; the whole ring reset, the job run again")
+            if sampler is not None:
+                sampler.cancel()
+            system = make_system()
+            await system.clear()
+            if cfg.get("timeline"):
+                sampler = cocotb.start_soon(system.sample(cfg["timeline"]))
+            verified = await system.run()
         if sampler is not None:
             sampler.cancel()
         result = system.results()
@@ -653,6 +724,7 @@ async def run_system(dut):
                 "spans": system.spans, "link": list(system.bandwidth),
                 "charge_headers": system.charge_headers,
                 "chunk_beats": system.layout["chunk_beats"]}
+        result["recovered"] = recovered
         errors = {g: {k: v for k, v in st.items() if v} for g, st in result["status"].items()}
         errors = {g: e for g, e in errors.items() if e}
         assert not errors, f"error status after the run: {errors}"
