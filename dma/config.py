@@ -78,6 +78,8 @@ STATUS = Reg("status", None, "w1c", "errors", fields=(
     Field("rx_check", doc="a received header failed its check field; the packet was dropped"),
     Field("cmd_busy", doc="a write to a command's registers while it holds tiles of an "
                           "incomplete block (or dispatches one); ignored: `forget` first"),
+    Field("rx_window", doc="a received payload beat addressed outside the rx window; dropped "
+                           "(the packet's other beats are written where they belong)"),
     Field("rx_open", lsb=16, live=True,
           doc="a received packet is incomplete, payload beats still due (once the link is "
               "quiet: a packet cut short at the end, its beats written as far as they came)")))
@@ -456,6 +458,10 @@ def dma_registers(params: T3Params, dparams: DMAParams):
         Reg("remote_size", a, "rw", "remote_map window: bytes (0: no window)"),
         Reg("remote_dst_gpu", dparams.gpu_bits, "rw", "remote_map window: destination GPU"),
         Reg("remote_dst_base", a, "rw", "remote_map window: destination byte address"),
+        Reg("rx_base", a, "rw", "rx window: first byte address received packets may write"),
+        Reg("rx_size", a, "rw", "rx window: bytes (a beat is written only if its address is "
+                               "in [rx_base, rx_base + rx_size); 0: nowhere)",
+            reset=(1 << a) - 1),
         Reg("errors", 32, "ro",
             "error events (each also sets a status bit; counted in the cycle after it)"),
         Reg("triggers", 32, "ro", "triggers taken from the queue"),
@@ -484,10 +490,18 @@ def dma_registers(params: T3Params, dparams: DMAParams):
     return RegisterFile(regs)
 
 
-def register_values(params, dparams, commands, gpu_id=0, remote=None, enable=True):
+def register_values(params, dparams, commands, gpu_id=0, remote=None, enable=True,
+                    rx_window=None):
     """``[(register name, value), ...]`` that program a checked command table (unused
-    commands are switched off), the GPU number, the remote window, then ``ctrl.enable``."""
+    commands are switched off), the GPU number, the remote window, the rx window
+    (``(base, size)`` in bytes; ``None``: the whole address space, the reset value), then
+    ``ctrl.enable``."""
     values = [("gpu_id", gpu_id)]
+    base, size = rx_window if rx_window is not None else (0, (1 << params.addr_bits) - 1)
+    if not (0 <= base and 0 <= size and base + size <= 1 << params.addr_bits):
+        raise ValueError(f"rx window [{base}, {base + size}) is outside the "
+                         f"{params.addr_bits}-bit address space")
+    values += [("rx_base", base), ("rx_size", min(size, (1 << params.addr_bits) - 1))]
     for index in range(dparams.commands):
         c = commands[index] if index < len(commands) else None
         if c is None:

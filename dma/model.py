@@ -73,11 +73,13 @@ class DMAModel:
     """
 
     def __init__(self, params, dparams: DMAParams, commands, gpu_id=0,
-                 remote: RemoteWindow = None):
+                 remote: RemoteWindow = None, rx_window=None):
         self.params, self.dparams = params, dparams
         self.commands = list(commands)
         self.gpu_id = gpu_id
         self.remote = remote
+        # (base, size) in bytes: where received beats may be written (the reset value's)
+        self.rx_window = rx_window or (0, (1 << params.addr_bits) - 1)
         self.held = {c: [] for c in range(dparams.commands)}
         self.status = 0
         self.sent = []
@@ -176,20 +178,29 @@ class DMAModel:
         return packet
 
     def receive(self, packet, count=True):
-        """Memory requests of a well-formed received packet (wrong GPU: none, status);
-        ``count=False`` leaves the counters and status alone."""
+        """Memory requests of a well-formed received packet (wrong GPU: none, status; a beat
+        outside the rx window: none, status); ``count=False`` leaves the counters and status
+        alone."""
         h = packet.header
         if h["dst_gpu"] != self.gpu_id:
             if count:
                 self._error(Status.RX_WRONG_GPU)
             return []
+        base, size = self.rx_window
+        out = []
+        for a, (d, k) in zip(packet_addresses(self.params, h), packet.beats):
+            if not base <= a < base + size:         # outside the rx window: not written
+                if count:
+                    self._error(Status.RX_WINDOW)
+                continue
+            out.append({"addr": a, "data": d, "mask": k, "op": h["op"],
+                        "stream": Stream.COMM.value, "source": h["source"],
+                        "wg_id": h["wg_id"], "wf_id": h["wf_id"], "tracked": h["tracked"],
+                        "etype": h["etype"], "tag": 0})
         if count:
             self.counters["packets_received"] += 1
-            self.counters["beats_received"] += len(packet.beats)
-        return [{"addr": a, "data": d, "mask": k, "op": h["op"], "stream": Stream.COMM.value,
-                 "source": h["source"], "wg_id": h["wg_id"], "wf_id": h["wf_id"],
-                 "tracked": h["tracked"], "etype": h["etype"], "tag": 0}
-                for a, (d, k) in zip(packet_addresses(self.params, h), packet.beats)]
+            self.counters["beats_received"] += len(out)
+        return out
 
 
 def packet_to_frame(params, packet, header_packer):

@@ -130,7 +130,7 @@ class DMAEngine(wiring.Component):
         gpu_id = regs.rw("gpu_id")
         ev = {k: Signal(name=f"ev_{k}") for k in (
             "no_command", "out_of_region", "remote_range", "mem_error", "resp_order",
-            "rx_framing", "rx_wrong_gpu", "rx_check", "cmd_busy")}
+            "rx_framing", "rx_wrong_gpu", "rx_check", "cmd_busy", "rx_window")}
         rx_open = Signal()
         regs.status(m, "status", **ev, rx_open=rx_open)
         # errors count in the cycle after their events, like the status bits latch: the events
@@ -548,6 +548,7 @@ class DMAEngine(wiring.Component):
         rxq_taken = Signal()
         rx_free = rxq_slice.i.ready
         m.d.comb += rxq_slice.o.ready.eq(rxq_taken)
+        rx_base, rx_size = regs.rw("rx_base"), regs.rw("rx_size")
         rx_hdr = Signal(self.hdr_layout)
         rx_addr = Signal(A, name="rx_addr")
         rx_in_seg = Signal(dp.len_bits, name="rx_in_seg")
@@ -616,6 +617,12 @@ class DMAEngine(wiring.Component):
                         m.next = "HEADER"
                     with m.Else():
                         m.next = "DROP"
+                # the rx window: a beat addressed outside it is not written (the
+                # difference's borrow puts an address below the base outside too)
+                in_window = Signal()
+                m.d.comb += in_window.eq((rx_addr - rx_base)[:A + 1] < rx_size)
+                with m.If(rx_hs & ~rx.tuser & ~rx_past & ~in_window):
+                    m.d.comb += ev["rx_window"].eq(1)
                 beat_in = rxq_slice.i.payload
                 m.d.comb += [
                     beat_in.addr.eq(rx_addr), beat_in.data.eq(rx.tdata),
@@ -624,7 +631,7 @@ class DMAEngine(wiring.Component):
                     beat_in.wg_id.eq(rx_hdr.wg_id), beat_in.wf_id.eq(rx_hdr.wf_id),
                     beat_in.tracked.eq(rx_hdr.tracked), beat_in.etype.eq(rx_hdr.etype),
                     beat_in.tag.eq(0),
-                    rxq_slice.i.valid.eq(rx.tvalid & ~rx.tuser & ~rx_past),
+                    rxq_slice.i.valid.eq(rx.tvalid & ~rx.tuser & ~rx_past & in_window),
                 ]
                 with m.If(rx_hs & ~rx.tuser & ~rx_past):
                     m.d.sync += [rx_left.eq(rx_left - 1), rx_last.eq(rx_left == 2)]

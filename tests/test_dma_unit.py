@@ -443,3 +443,22 @@ def test_small_buffer_bounds_the_link():
     scenario = long_transfer_scenario(P, dparams, tile_beats=64, tiles=4)
     run, _ = run_and_check(P, dparams, scenario, link="sink", mem_latency=latency)
     assert run.env.link_utilisation() <= 8 / latency + 0.02
+
+
+def test_the_rx_window_bounds_where_received_beats_land():
+    """A window over the middle two of a packet's four beats: those are written, the first
+    and the last are not (``rx_window``, an error each), and nothing outside moves; the next
+    packet, inside, lands whole.  The model says the same."""
+    from dma.model import DMAModel, Packet
+    scenario, base, h = _receiver(beats=4, seg_beats=4, stride=128)
+    scenario = dataclasses.replace(scenario, rx_window=(base + 32, 64))
+    d = [random.Random(k).getrandbits(256) for k in range(6)]
+    h2 = dict(h, addr=base + 32, beats=2, seg_beats=2, stride=64)
+    run, beat = _receive(scenario, [_frame(h, d[:4]), _frame(h2, d[4:6])])
+    assert [beat(base + 32 * k) for k in range(5)] == [0, d[4], d[5], 0, 0]
+    assert run.regs["status"] == Status.RX_WINDOW and run.regs["errors"] == 2
+    assert run.regs["beats_received"] == 4
+    model = DMAModel(P, DP, [], gpu_id=2, rx_window=(base + 32, 64))
+    writes = model.receive(Packet(h, [(x, (1 << 32) - 1) for x in d[:4]]))
+    assert [w["addr"] for w in writes] == [base + 32, base + 64]
+    assert model.status == Status.RX_WINDOW and model.counters["errors"] == 2

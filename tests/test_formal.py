@@ -228,9 +228,11 @@ class DMASendSpec(Elaboratable):
 
 
 class DMAReceiveSpec(Elaboratable):
-    """Any beats on ``rx`` (any framing, any header fields, contiguous segments): every memory
-    write lands inside the range its packet's header gave (never wrapped past the end of the
-    address space), and there are never more writes than payload beats taken.  The memory is
+    """Any beats on ``rx`` (any framing, any header fields, contiguous segments) and any rx
+    window: every memory write lands inside the range its packet's header gave (never wrapped
+    past the end of the address space) and inside the rx window as it was when the beat came
+    (the window registers may be written at any time), and there are never more
+    writes than payload beats taken.  The memory is
     always ready here (a stalled write only waits, unchanged: the simulation tests check that
     under backpressure).  ``dparams``: the DMA's geometry (default :data:`DMA_D`)."""
 
@@ -262,8 +264,13 @@ class DMAReceiveSpec(Elaboratable):
         write = dut.mem.valid & dut.mem.ready & (dut.mem.payload.op != Op.READ)
         m.d.sync += [beats_in.eq(beats_in + (go & ~rx.tuser)), writes.eq(writes + write)]
         a = dut.mem.payload.addr
+        # the rx window as it was when the beat was taken (registers may change any time)
+        win_lo, win_size = Signal(DMA_P.addr_bits), Signal(DMA_P.addr_bits)
+        with m.If(go & ~rx.tuser):
+            m.d.sync += [win_lo.eq(dut.regs.rw("rx_base")), win_size.eq(dut.regs.rw("rx_size"))]
         with m.If(dut.mem.valid & (dut.mem.payload.op != Op.READ)):
-            m.d.comb += Assert((a >= pend_lo) & (a + bb <= pend_hi))
+            m.d.comb += [Assert((a >= pend_lo) & (a + bb <= pend_hi)),
+                         Assert((a >= win_lo) & (a < win_lo + win_size))]
         m.d.comb += Assert(writes <= beats_in)
         return m
 

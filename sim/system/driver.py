@@ -403,7 +403,8 @@ class Driver:
         writes += [("tracker", name, value) for name, value in
                   tracker_values(n.tracker, cfg.regions, enable=True)]
         writes += [("dma", name, value) for name, value in
-                   dma_values(p, n.dma, cfg.commands, gpu_id=gpu, remote=cfg.remote)]
+                   dma_values(p, n.dma, cfg.commands, gpu_id=gpu, remote=cfg.remote,
+                              rx_window=self.rx_window(gpu))]
         writes += [("arbiter", name, value) for name, value in
                    arbiter_values(n.arbiter, cfg.policy, threshold=cfg.threshold,
                                   auto_threshold=cfg.auto_threshold)]
@@ -413,6 +414,24 @@ class Driver:
             writes += [("l2", name, value) for name, value in
                        l2_values(p, n.l2, self.l2_config(gpu)).items()]
         return writes
+
+    def rx_window(self, gpu):
+        """``(base, size)``: the bytes of ``gpu`` that the ring's DMA commands and remote
+        windows aimed at it write, from the first to the last (its DMA engine drops a
+        received beat outside them, ``status.rx_window``); ``(0, 0)``, nowhere, when none
+        is."""
+        ranges = []
+        for cfg in self._gpu:
+            for cmd in cfg.commands:
+                if cmd is not None and cmd.dst_gpu == gpu:
+                    ranges.append((cmd.dst_base, cmd.dst_base + cmd.size))
+            w = cfg.remote
+            if w is not None and w.dst_gpu == gpu:
+                ranges.append((w.dst_base, w.dst_base + w.size))
+        if not ranges:
+            return 0, 0
+        lo, hi = min(r[0] for r in ranges), max(r[1] for r in ranges)
+        return lo, hi - lo
 
     def register_writes(self, gpu, regs):
         """AXI4-Lite ``[(byte address, word), ...]`` for :meth:`named_writes`; ``regs`` maps a

@@ -50,7 +50,7 @@ def simulate_dma(params, dparams, scenario, *, max_cycles=200_000, vcd=None, the
 
     async def program(ctx):
         for name, value in register_values(params, dparams, scenario.commands, scenario.gpu_id,
-                                           scenario.remote):
+                                           scenario.remote, rx_window=scenario.rx_window):
             await reg_write(ctx, dut.csr, dut.regs, name, value)
         await reg_write(ctx, dut.csr, dut.regs, "cmd", CMD.encode(clear=1))
 

@@ -99,7 +99,7 @@ async def _start(dut, params, dparams, scenario, env):
     agent = bench.add(EnvAgent(dut, env))
     await bench.start()
     for name, value in register_values(params, dparams, scenario.commands, scenario.gpu_id,
-                                       scenario.remote):
+                                       scenario.remote, rx_window=scenario.rx_window):
         await csr.write_reg(name, value)
     await csr.write_reg("cmd", CMD.encode(clear=1))
     agent.activate()

@@ -27,6 +27,7 @@ class Scenario:
     remote: RemoteWindow = None
     remote_stores: list = dataclasses.field(default_factory=list)
     gpu_id: int = 0
+    rx_window: tuple = None     # (base, size) where received beats may land; None: anywhere
 
 
 def random_values(rng, etype, count):
