@@ -55,6 +55,11 @@ def _engine():
     return engine_registers(T3Params(), EngineParams())
 
 
+def _link():
+    from linklayer.config import LinkLayerParams, link_registers
+    return link_registers(LinkLayerParams())
+
+
 def _board():
     from system.board import BoardParams, board_registers
     return board_registers(BoardParams())
@@ -63,7 +68,7 @@ def _board():
 #: Page (relative to the repository) -> the register file it documents (default geometry).
 PAGES = {"docs/tracker.md": _tracker, "docs/mc_arbiter.md": _arbiter, "docs/nmc.md": _nmc,
          "docs/dma.md": _dma, "docs/l2.md": _l2, "docs/system.md": _node, "docs/engine.md": _engine,
-         "docs/fpga.md": _board}
+         "docs/fpga.md": _board, "docs/linklayer.md": _link}
 
 #: The repository's root.
 ROOT = Path(__file__).resolve().parent.parent
