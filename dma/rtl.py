@@ -98,6 +98,16 @@ class DMAEngine(wiring.Component):
         self.trig_layout = trigger_layout(params, dparams.commands)
         dparams.check_against(params)
         self.hdr_layout = header_layout(params, dparams)
+        #: the read credit's state, for the proof of its invariant (not ports; the
+        #: ``DMACreditSpec`` of ``tests/test_formal.py``): the beats reserved (reads issued,
+        #: their beats not yet sent), the read waiting at the memory port, the payload buffer,
+        #: the next read response's tag expected
+        self.reserved = Signal(range(dparams.buffer_beats + 1), name="reserved")
+        self.rd_v = Signal(name="rd_v")
+        self.data_q = SyncFIFOBuffered(width=params.beat_bits, depth=dparams.buffer_beats)
+        self.exp_tag = Signal(max(1, params.tag_bits), name="exp_tag")
+        #: the slice received beats wait in for the memory arbiter
+        self.rx_slice = SkidBuffer(mem_request_layout(params))
         super().__init__({
             "trig":   In(stream.Signature(self.trig_layout)),
             "remote": In(request_signature(params)),
@@ -317,7 +327,7 @@ class DMAEngine(wiring.Component):
         m.submodules.hdr_q = hdr_q = SyncFIFOBuffered(
             width=self.hdr_layout.as_shape().width, depth=2)
         credit_bits = range(dp.buffer_beats + 1)
-        reserved = Signal(credit_bits)
+        reserved = self.reserved
         ag_busy = Signal()
         ag_addr = Signal(A, name="ag_addr")
         ag_in_seg = Signal(dp.len_bits)
@@ -331,7 +341,7 @@ class DMAEngine(wiring.Component):
         ag_seg_end, ag_last = Signal(name="ag_seg_end"), Signal(name="ag_last")
         ag_seg_next = Signal(A, name="ag_seg_next")
 
-        rd_v = Signal()
+        rd_v = self.rd_v
         rd_addr = Signal(A)
         rd_tag = Signal(max(1, p.tag_bits))
         rd_taken = Signal()
@@ -370,9 +380,8 @@ class DMAEngine(wiring.Component):
         count(m, cnt["reads"], issue, clear_counters)
 
         # --- read responses -> payload buffer ------------------------------------------------
-        m.submodules.data_q = data_q = SyncFIFOBuffered(width=p.beat_bits,
-                                                        depth=dp.buffer_beats)
-        exp_tag = Signal(max(1, p.tag_bits))
+        m.submodules.data_q = data_q = self.data_q
+        exp_tag = self.exp_tag
         # the tag issued with a read is the value of rd_tag before the increment
         # A response whose tag is not the next one expected is an extra (a duplicate) or
         # follows a lost one: it is taken and dropped, so no tile carries a beat that belongs
@@ -543,7 +552,7 @@ class DMAEngine(wiring.Component):
         # received beats wait in a two-entry slice for the memory arbiter: its decision does
         # not reach rx.tready, nor the enable of the beats' registers, in the same cycle (on
         # an FPGA that path crossed the node from the arbiter to the link: 16.3 ns)
-        m.submodules.rxq = rxq_slice = SkidBuffer(mem_request_layout(p))
+        m.submodules.rxq = rxq_slice = self.rx_slice
         rxq_v, rxq = rxq_slice.o.valid, rxq_slice.o.payload
         rxq_taken = Signal()
         rx_free = rxq_slice.i.ready

@@ -227,6 +227,45 @@ class DMASendSpec(Elaboratable):
         return m
 
 
+class DMACreditSpec(Elaboratable):
+    """The read credit for all time (k-induction): any triggers and any command table (set-up
+    writes), a memory answering its reads in order after any delay.  The beats reserved are
+    exactly the read waiting at the memory port, the reads the memory holds and the beats in
+    the payload buffer, never more than ``buffer_beats``; the next answer's tag is the one the
+    engine expects; so a response is never refused.  The invariants name the engine's credit
+    state (``DMAEngine.reserved``, ``rd_v``, ``data_q``, ``exp_tag``; and ``rx_slice``,
+    empty: nothing is received here)."""
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = DMAEngine(DMA_P, DMA_D)
+        running = setup_phase(m, dut.csr)
+        stream_source(m, dut.trig.valid, dut.trig.payload.as_value(), dut.trig.ready, "trig")
+        m.d.comb += Assume(~dut.trig.valid | running)
+        m.d.comb += [dut.remote.valid.eq(0), dut.rx.tvalid.eq(0)]
+        free(m, dut.mem.ready, dut.tx.tready)
+        # the memory: the reads it holds, answered in order (tag: the answer's number)
+        in_mem = Signal(range(DMA_D.buffer_beats + 1))
+        tag = Signal(DMA_P.tag_bits)
+        go_read = dut.mem.valid & dut.mem.ready & (dut.mem.payload.op == Op.READ)
+        go_resp = dut.resp.valid & dut.resp.ready
+        free(m, dut.resp.valid, dut.resp.payload.data, dut.resp.payload.error)
+        m.d.comb += [Assume(~dut.resp.valid | (in_mem != 0)),
+                     dut.resp.payload.tag.eq(tag), dut.resp.payload.op.eq(Op.READ)]
+        held = Signal()
+        m.d.sync += held.eq(dut.resp.valid & ~dut.resp.ready)
+        m.d.comb += Assume(~held | dut.resp.valid)
+        m.d.sync += [in_mem.eq(in_mem + go_read - go_resp), tag.eq(tag + go_resp)]
+        m.d.comb += [
+            Assert(dut.reserved == dut.rd_v + in_mem + dut.data_q.level),
+            Assert(dut.reserved <= DMA_D.buffer_beats),
+            Assert(dut.exp_tag == tag),
+            Assert(~dut.resp.valid | dut.resp.ready),
+            Assert(~dut.rx_slice.o.valid),          # nothing is received here
+        ]
+        return m
+
+
 class DMAReceiveSpec(Elaboratable):
     """Any beats on ``rx`` (any framing, any header fields, contiguous segments) and any rx
     window: every memory write lands inside the range its packet's header gave (never wrapped
@@ -519,6 +558,7 @@ PROOFS = {
     "l2_coherence": (L2Spec, "bmc", 7, 8),
     # k-induction: for all time
     "linklayer_rx_order": (LinkRxOrderSpec, "prove", 2, 4),
+    "dma_credit": (DMACreditSpec, "prove", 4, 6),
 }
 
 
