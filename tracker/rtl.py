@@ -475,4 +475,11 @@ class Tracker(wiring.Component):
         with m.Elif(next_occ > peak):
             m.d.sync += peak.eq(next_occ)
 
+        #: The table and the pipeline's registers by name, set by :meth:`elaborate`, for the
+        #: proofs whose invariants must name them (``TrackerCountSpec`` of
+        #: ``tests/test_formal.py``); not ports: nothing else may drive or read them.
+        self.state = {name: value for name, value in locals().items()
+                      if name.startswith(("s1_", "s2_", "s3_")) or name in (
+                          "table", "flushing", "flush_set", "updated", "write", "fwd",
+                          "same3", "advance", "occupancy")}
         return m
