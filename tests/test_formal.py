@@ -323,11 +323,17 @@ class TrackerSpec(Elaboratable):
     """For any wavefront tile (``AnyConst`` ids) whose well-formed updates never pass its
     threshold, among any other traffic: the tile's trigger fires exactly when its accepted
     updates reach the threshold (none before, one then, carrying its ids and region), and
-    a held access is held, not dropped (its handshake happens once)."""
+    a held access is held, not dropped (its handshake happens once).
+
+    ``invariants``: also state what the Tracker holds for the tile at every cycle, so that
+    k-induction proves the promise for all time (:class:`TrackerCountSpec`)."""
+
+    invariants = False
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.dut = dut = Tracker(SMALL, T_SMALL)
+        m.submodules.dut = dut = (_ObservedTracker if self.invariants else Tracker)(SMALL,
+                                                                                 T_SMALL)
         running = setup_phase(m, dut.csr)
         req = dut.i.payload
         stream_source(m, dut.i.valid, req.as_value(), dut.i.ready, "i")
@@ -366,7 +372,132 @@ class TrackerSpec(Elaboratable):
         m.d.comb += [Assert(~out_mine | (owed != 0)), Assert(owed <= 4)]
         with m.If(out_mine):
             m.d.comb += Assert(out.region == 0)
+        if self.invariants:
+            dut.then = lambda dm: self.state_invariants(dm, dut, wg, wf, threshold, shadow, owed,
+                                                        ~running)
         return m
+
+    @staticmethod
+    def state_invariants(m, dut, wg, wf, thr, shadow, owed, setup):
+        """What the Tracker holds for the tile (ids ``wg``, ``wf``; its updates counted by
+        ``shadow`` since its last trigger, ``owed`` triggers not yet taken): the table's
+        entry plus the tile's updates in the pipeline, each stage's view of the table, and
+        where stage 3 writes.  Each holds at reset and is kept by every step."""
+        st, regs = dut.state, dut.regs
+        assert T_SMALL.sets == 1 and T_SMALL.regions == 1 and T_SMALL.ways == 2
+        view = st["table"].read_port(domain="comb")     # the table's one row, as it is now
+        row = view.data
+        ways = range(T_SMALL.ways)
+        my_tag = Cat(wf, wg)
+        # the region's registers as the classification uses them (settled after a write)
+        r_end, r_on, r_thr = st["region_regs"][0]
+        base, size = regs.rw("region0_base"), regs.rw("region0_size")
+        with m.If(~st["settle"]):
+            m.d.comb += [Assert(r_on == (size != 0)),
+                         Assert(~r_on | ((r_end == base + size) & (r_thr == thr)))]
+
+        def mine(k):
+            g = lambda f: st[f"s{k}_{f}"]
+            m.d.comb += [Assert(~g("count") | g("valid")),
+                         Assert(g("tag") == Cat(g("wf_id"), g("wg_id")))]
+            return g("valid") & g("count") & (g("wg_id") == wg) & (g("wf_id") == wf)
+        mine1, mine2, mine3 = mine(1), mine(2), mine(3)
+
+        # the read port's data (for stage 1's access: it is read when one is taken) and stage
+        # 2's row are the table's row as it is now: the table changes only when the pipeline
+        # advances, which reads and reloads them
+        with m.If(st["s1_valid"]):
+            m.d.comb += Assert(st["rd"].data.as_value() == row.as_value())
+        with m.If(st["s2_valid"]):
+            m.d.comb += [Assert(st["s2_row"].as_value() == row.as_value()), Assert(st["same3"])]
+        # a tag is open in one way at most; stage 3 writes only the way of its own tag, or a
+        # free way when its tag has none, and writes only when it counts
+        m.d.comb += Assert(~(row[0].valid & row[1].valid & (row[0].tag == row[1].tag)))
+        s3_write, s3_tag = st["s3_write"], st["s3_tag"]
+        m.d.comb += Assert((s3_write & (s3_write - 1)) == 0)
+        with m.If(~(st["s3_valid"] & st["s3_count"])):
+            m.d.comb += Assert((s3_write == 0) & ~st["s3_fire"] & ~st["s3_full"])
+        for w in ways:
+            with m.If(s3_write[w] & row[w].valid):
+                m.d.comb += Assert(row[w].tag == s3_tag)
+            with m.If(s3_write[w] & ~row[w].valid):
+                m.d.comb += [Assert(~(row[v].valid & (row[v].tag == s3_tag))) for v in ways]
+
+        # the tile's entry: ``has`` one, with count ``count`` (below the threshold), region 0
+        # (a reset keeps the table and the flush that follows clears it: what it holds is
+        # stale while ``flushing``)
+        has = Signal()
+        count = Signal(T_SMALL.count_bits)
+        live = ~st["flushing"]
+        for w in ways:
+            with m.If(row[w].valid & (row[w].tag == my_tag)):
+                m.d.comb += [has.eq(1), count.eq(row[w].count),
+                             Assert(~live | (row[w].region == 0))]
+        m.d.comb += Assert(~live | ~has | (count < thr))
+
+        # stages 1 and 2 hold the tile's updates as classified; stage 3 its outcome
+        with m.If(mine1):
+            m.d.comb += [Assert(st["s1_inc"] == 1), Assert(st["s1_thr"] == thr),
+                         Assert(st["s1_region"] == 0)]
+        with m.If(mine2):
+            m.d.comb += [Assert(st["s2_inc"] == 1), Assert(st["s2_room"] == thr - 1),
+                         Assert(st["s2_cap"] == T_SMALL.max_count - 1),
+                         Assert(st["s2_miss_fire"] == (thr == 1)), Assert(~st["s2_miss_over"]),
+                         Assert(~st["s2_miss_overflow"]), Assert(st["s2_region"] == 0)]
+        s3_fire, s3_new = st["s3_fire"], st["s3_new_count"]
+        with m.If(mine3):
+            m.d.comb += [
+                Assert(~st["s3_mismatch"] & ~st["s3_over"] & ~st["s3_overflow"]),
+                Assert(st["s3_hit"] == has), Assert(st["s3_region"] == 0),
+                Assert(s3_fire == (count + 1 == thr)),
+                Assert(s3_fire | (s3_new == count + 1)),
+                Assert(s3_fire | (s3_new < thr)),
+                Assert((s3_write == 0) == ((s3_fire & ~has) | st["s3_full"])),
+            ]
+            with m.If(st["s3_full"]):
+                m.d.comb += [Assert(~has & ~s3_fire)] + [Assert(row[w].valid) for w in ways]
+        for k in (1, 2, 3):
+            with m.If([mine1, mine2, mine3][k - 1]):
+                m.d.comb += Assert(thr >= 1)
+
+        # the count each stage leaves, oldest first: the table's, after stage 3 writes, after
+        # stage 2's update, after stage 1's: the last is the updates accepted (``shadow``)
+        def after(v):
+            return Mux(v + 1 == thr, 0, v + 1)
+        v3 = Mux(mine3, Mux(s3_fire, 0, s3_new), Mux(has, count, 0))
+        v2 = Mux(mine2, after(v3), v3)
+        v1 = Mux(mine1, after(v2), v2)
+        fired = (mine3 & s3_fire) + (mine2 & (v3 + 1 == thr)) + (mine1 & (v2 + 1 == thr))
+        o = dut.o
+        o_mine = o.valid & (o.payload.wg_id == wg) & (o.payload.wf_id == wf)
+        with m.If(o_mine):
+            m.d.comb += Assert(o.payload.region == 0)
+        quiet = ~st["s1_valid"] & ~st["s2_valid"] & ~st["s3_valid"] & ~o.valid & \
+            (shadow == 0) & (owed == 0)
+        with m.If(setup | st["flushing"]):
+            m.d.comb += Assert(quiet)
+        with m.If(setup & ~st["flushing"]):
+            m.d.comb += [Assert(~row[w].valid) for w in ways]
+        with m.If(~st["flushing"]):
+            m.d.comb += [Assert(shadow == v1), Assert(owed == fired + o_mine)]
+
+
+class _ObservedTracker(Tracker):
+    """The Tracker, and statements over its state (``then(module)``) added to its module once
+    it is elaborated: they name the state it builds there, its table among it (read through
+    a port of their own, made before the table is elaborated)."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        self.then(m)
+        return m
+
+
+class TrackerCountSpec(TrackerSpec):
+    """:class:`TrackerSpec`'s promise for all time (k-induction), with the invariants of
+    :meth:`TrackerSpec.state_invariants` over the Tracker's table and pipeline."""
+
+    invariants = True
 
 
 # --- link layer: the receiver acknowledges in sequence, for all time -----------------------------
@@ -559,6 +690,7 @@ PROOFS = {
     # k-induction: for all time
     "linklayer_rx_order": (LinkRxOrderSpec, "prove", 2, 4),
     "dma_credit": (DMACreditSpec, "prove", 4, 6),
+    "tracker_count": (TrackerCountSpec, "prove", 2, 4),
 }
 
 

@@ -167,6 +167,7 @@ class Tracker(wiring.Component):
                                           for f in ("base", "size", "tile_elems",
                                                     "updates"))).any())
         m.d.sync += settle.eq(region_write)
+        region_regs = {}                        # r: (end, on, threshold), for ``state``
         for r in reversed(range(tp.regions)):   # lowest index wins
             base, size = regs.rw(f"region{r}_base"), regs.rw(f"region{r}_size")
             r_end = Signal(p.addr_bits + 1, name=f"region{r}_end")
@@ -175,6 +176,7 @@ class Tracker(wiring.Component):
             m.d.sync += [r_end.eq(base + size), r_on.eq(size != 0),
                          r_thr.eq(regs.rw(f"region{r}_tile_elems") *
                                   regs.rw(f"region{r}_updates"))]
+            region_regs[r] = (r_end, r_on, r_thr)
             hit = r_on & (req.addr >= base) & (req.addr < r_end)
             m.d.comb += in_region[r].eq(hit)
             with m.If(hit):
@@ -480,6 +482,6 @@ class Tracker(wiring.Component):
         #: ``tests/test_formal.py``); not ports: nothing else may drive or read them.
         self.state = {name: value for name, value in locals().items()
                       if name.startswith(("s1_", "s2_", "s3_")) or name in (
-                          "table", "flushing", "flush_set", "updated", "write", "fwd",
-                          "same3", "advance", "occupancy")}
+                          "table", "rd", "flushing", "flush_set", "updated", "write", "fwd",
+                          "same3", "advance", "occupancy", "settle", "region_regs", "take")}
         return m
