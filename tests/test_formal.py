@@ -690,7 +690,7 @@ PROOFS = {
     # k-induction: for all time
     "linklayer_rx_order": (LinkRxOrderSpec, "prove", 2, 4),
     "dma_credit": (DMACreditSpec, "prove", 4, 6),
-    "tracker_count": (TrackerCountSpec, "prove", 2, 4),
+    "tracker_count": (TrackerCountSpec, "prove", 1, 2),
 }
 
 
