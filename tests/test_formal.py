@@ -332,8 +332,8 @@ class TrackerSpec(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.dut = dut = (_ObservedTracker if self.invariants else Tracker)(SMALL,
-                                                                                 T_SMALL)
+        tracker = _ObservedTracker if self.invariants else Tracker
+        m.submodules.dut = dut = tracker(SMALL, T_SMALL)
         running = setup_phase(m, dut.csr)
         req = dut.i.payload
         stream_source(m, dut.i.valid, req.as_value(), dut.i.ready, "i")
