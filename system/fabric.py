@@ -17,9 +17,10 @@ from amaranth.lib.wiring import In, Out
 
 from hw.interfaces import link_signature
 from hw.params import T3Params, check_int
+from system.link import LinkModel
 
 
-__all__ = ["Router", "Merge", "COUNTER_BITS"]
+__all__ = ["Router", "Merge", "FullMesh", "mesh_routes", "COUNTER_BITS"]
 
 
 #: Width of the fabric's counters (they saturate).
@@ -168,4 +169,68 @@ class Merge(wiring.Component):
             m.d.sync += [in_packet.eq(~o.tlast), held.eq(grant)]
             with m.If(o.tlast):
                 m.d.sync += after.eq(Mux(grant == n - 1, 0, grant + 1))
+        return m
+
+
+def mesh_routes(gpus, gpu):
+    """GPU ``gpu``'s routes in a full mesh of ``gpus``: GPU ``d``'s link is output
+    ``(d - gpu - 1) mod gpus`` (the next GPU's first, as the ring's order), itself none."""
+    return tuple(None if d == gpu else (d - gpu - 1) % gpus for d in range(gpus))
+
+
+class FullMesh(wiring.Component):
+    """``gpus`` GPUs' links, every GPU joined to every other by a dedicated link each way:
+    a :class:`Router` on each GPU's ``tx``, a :class:`system.link.LinkModel` from each GPU to
+    each other (``latency`` cycles, ``num / den`` beats a cycle, ``charge_headers``), a
+    :class:`Merge` into each GPU's ``rx``: ``gpus * (gpus - 1)`` links.
+
+    Ports
+    -----
+    tx : In(link_signature(params)) × gpus
+        GPU ``g``'s packets; each goes to the GPU its header's ``dst_gpu`` names.
+    rx : Out(link_signature(params)) × gpus
+        The packets for GPU ``g``, whole; each sender's in the order it sent them.
+    unroutable : Out(COUNTER_BITS)
+        Packets dropped for a destination outside the mesh, or the sender itself (the
+        routers' sum).
+    stray : Out(COUNTER_BITS)
+        Beats dropped outside a packet (the routers' sum).
+    """
+
+    def __init__(self, params: T3Params, gpus, gpu_bits, latency=8, num=1, den=4,
+                 charge_headers=True):
+        check_int("gpus", gpus, 2, 1 << gpu_bits)
+        self.params, self.gpus, self.gpu_bits = params, gpus, gpu_bits
+        self.routers = [Router(params, gpu_bits, mesh_routes(gpus, g)) for g in range(gpus)]
+        self.merges = [Merge(params, gpus - 1) for _ in range(gpus)]
+        #: ``links[g][d]``: the link from GPU ``g`` to GPU ``d`` (None for ``d == g``)
+        self.links = [[None if d == g else
+                       LinkModel(params, latency, num, den, charge_headers=charge_headers)
+                       for d in range(gpus)] for g in range(gpus)]
+        super().__init__({
+            "tx": In(link_signature(params)).array(gpus),
+            "rx": Out(link_signature(params)).array(gpus),
+            "unroutable": Out(COUNTER_BITS),
+            "stray": Out(COUNTER_BITS),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self.gpus
+        for g in range(n):
+            m.submodules[f"router{g}"] = router = self.routers[g]
+            m.submodules[f"merge{g}"] = self.merges[g]
+            wiring.connect(m, wiring.flipped(self.tx[g]), router.i)
+            wiring.connect(m, self.merges[g].o, wiring.flipped(self.rx[g]))
+            for d, out in enumerate(mesh_routes(n, g)):
+                if out is None:
+                    continue
+                link = self.links[g][d]
+                m.submodules[f"link{g}_{d}"] = link
+                wiring.connect(m, router.o[out], link.i)
+                # at GPU d, GPU g's link is input (g - d - 1) mod n: the next GPU's first
+                wiring.connect(m, link.o, self.merges[d].i[(g - d - 1) % n])
+        for name in ("unroutable", "stray"):
+            total = sum(getattr(r, name) for r in self.routers)
+            m.d.comb += getattr(self, name).eq(total[:COUNTER_BITS])
         return m

@@ -5,7 +5,7 @@ A beat is ``(tdata, tkeep, tlast, tuser)``; a packet a list of beats, its first 
 (``tuser``), its last the one with ``tlast``.
 """
 
-__all__ = ["route", "check_merge", "packets_of"]
+__all__ = ["route", "check_merge", "packets_of", "mesh"]
 
 
 def route(beats, routes, gpu_bits):
@@ -58,3 +58,20 @@ def check_merge(inputs, output):
     left = {k: len(p) for k, p in enumerate(pending) if p}
     assert not left, f"packets never left the merge (input: count): {left}"
     return order
+
+
+def mesh(streams, gpus, gpu_bits, routes_of):
+    """What a full mesh must deliver for the senders' ``streams`` (beats of GPU ``g``):
+    ``(inputs, unroutable, stray)``, ``inputs[d]`` the packets for GPU ``d`` from each other
+    GPU, in the merge's input order (``routes_of(gpus, g)``: GPU ``g``'s routes; at GPU ``d``
+    the link from ``g`` is input ``(g - d - 1) mod gpus``)."""
+    inputs = [[None] * (gpus - 1) for _ in range(gpus)]
+    unroutable = stray = 0
+    for g, beats in enumerate(streams):
+        routes = routes_of(gpus, g)
+        outputs, u, s = route(beats, routes, gpu_bits)
+        unroutable, stray = unroutable + u, stray + s
+        for d, out in enumerate(routes):
+            if out is not None:
+                inputs[d][(g - d - 1) % gpus] = packets_of(outputs[out])
+    return inputs, unroutable, stray

@@ -10,8 +10,8 @@ import pytest
 
 from hw.params import T3Params
 from hw.testing import run_testbench
-from system.fabric import Merge, Router
-from system.fabric_model import check_merge, packets_of, route
+from system.fabric import FullMesh, Merge, Router, mesh_routes
+from system.fabric_model import check_merge, mesh, packets_of, route
 
 
 P = T3Params(beat_bits=32)
@@ -42,10 +42,11 @@ def sample(ctx, port):
     return (ctx.get(port.tdata), ctx.get(port.tkeep), ctx.get(port.tlast), ctx.get(port.tuser))
 
 
-def run_streams(dut, ins, outs, streams, rng, valid_p, ready_p, cycles=20_000):
+def run_streams(dut, ins, outs, streams, rng, valid_p, ready_p, cycles=20_000, probe=None):
     """Offer ``streams[k]`` (beats) on ``ins[k]`` with random gaps (a beat once offered held
     until taken), take from every ``outs`` port with random backpressure; returns the beats
-    each output gave and the cycles until the last one."""
+    each output gave and the cycles until the last one.  ``probe``: a dict of signals, each
+    replaced by its value at the end."""
     got = [[] for _ in outs]
     end = [0]
 
@@ -73,6 +74,8 @@ def run_streams(dut, ins, outs, streams, rng, valid_p, ready_p, cycles=20_000):
             if all(a == len(s) for a, s in zip(at, streams)) and now > end[0] + 4:
                 break
         assert all(a == len(s) for a, s in zip(at, streams)), "the inputs were not all taken"
+        for name, signal in (probe or {}).items():
+            probe[name] = ctx.get(signal)
 
     run_testbench(dut, bench)
     return got, end[0]
@@ -96,9 +99,11 @@ def test_the_router_sends_every_packet_to_its_destinations_link(seed, valid_p, r
     want, unroutable, stray = route(beats, ROUTES, 3)
     assert unroutable > 0 and stray > 0, "the traffic must try both drops"
 
-    got, _ = run_streams(dut, [dut.i], list(dut.o), [beats], rng, valid_p, ready_p)
-
+    counters = {"unroutable": dut.unroutable, "stray": dut.stray}
+    got, _ = run_streams(dut, [dut.i], list(dut.o), [beats], rng, valid_p, ready_p,
+                         probe=counters)
     assert got == want
+    assert counters == {"unroutable": unroutable, "stray": stray}
     for k, packets in enumerate(map(packets_of, got)):
         assert all(p[0][3] and p[-1][2] for p in packets)        # whole packets
         assert all((p[0][0] & 7) == ROUTES.index(k) for p in packets)
@@ -180,3 +185,27 @@ def test_bad_routes_are_refused_by_name():
         Router(P, 2, (0, 1, 2, 3, None))
     with pytest.raises(ValueError, match=r"^inputs must be an integer from 1 to 64"):
         Merge(P, 0)
+
+
+@pytest.mark.parametrize("gpus,seed,ready_p", [(2, 1, 1.0), (4, 2, 0.7), (5, 3, 0.4)])
+def test_the_full_mesh_delivers_every_packet_to_its_gpu(gpus, seed, ready_p):
+    """Every GPU sends to random GPUs (itself, now and then: dropped and counted) through
+    dedicated links of latency 6 at 1/2 a beat a cycle: each GPU receives exactly the packets
+    for it, whole, each sender's in order."""
+    rng = random.Random(seed)
+    streams = []
+    for g in range(gpus):
+        others = [d for d in range(gpus) if d != g]
+        streams.append([b for _ in range(25) for b in random_packet(
+            rng, g if rng.random() < 0.04 else rng.choice(others))])
+    streams[0] += random_packet(rng, 0)             # at least one to itself
+    dut = FullMesh(P, gpus, 3, latency=6, num=1, den=2, charge_headers=False)
+    want, unroutable, stray = mesh(streams, gpus, 3, mesh_routes)
+    counters = {"unroutable": dut.unroutable, "stray": dut.stray}
+    got, _ = run_streams(dut, list(dut.tx), list(dut.rx), streams, rng, 0.8, ready_p,
+                         probe=counters)
+    for d in range(gpus):
+        check_merge(want[d], got[d])
+        assert all((p[0][0] & 7) == d for p in packets_of(got[d]))
+    assert unroutable >= 1 and stray == 0
+    assert counters == {"unroutable": unroutable, "stray": stray}
