@@ -8,17 +8,21 @@ from amaranth.lib.wiring import In, Out, connect
 from hw.axil import axil_signature
 from hw.interfaces import request_signature, response_signature
 from system.engine.rtl import load_signature
+from system.fabric import FullMesh
 from system.gpu import GPU, registered_reset
 from system.link import FAULT_KINDS, FAULT_RATE_BITS, AckLink, LinkFaults, LinkModel, check_link
 from system.node import GPUNode, NodeParams
 from hw.params import T3Params, check_int
 
 
-__all__ = ["Ring", "check_ring", "registered_reset", "MAX_GPUS"]
+__all__ = ["Ring", "check_ring", "registered_reset", "MAX_GPUS", "TOPOLOGIES"]
 
 
 #: The Verilog module name of a GPU (node and engine) in a ring with engines.
 GPU_MODULE = "t3_gpu"
+
+#: The topologies a :class:`Ring` builds.
+TOPOLOGIES = ("ring", "mesh")
 
 #: The largest ring the system builds.
 MAX_GPUS = 64
@@ -64,6 +68,14 @@ class Ring(wiring.Component):
     ``fault_kinds`` (In(3): drop, flip, duplicate); ``faults_dropped``, ``faults_flipped``,
     ``faults_duplicated``, ``faults_acks`` (Out(32)) sum what the injectors did.
 
+    ``topology``: ``"ring"`` (the above) or ``"mesh"``: every GPU joined to every other by a
+    dedicated link each way, of the same latency and bandwidth
+    (:class:`system.fabric.FullMesh`, paper section 7.1; a packet goes to the GPU its header
+    names); the ring's algorithm uses the links from GPU ``g`` to GPU ``g - 1`` only, at the
+    same cycles as on the ring.  A mesh has no link layer (yet) and its ``unroutable`` and
+    ``stray`` (Out(32)) count packets and beats the mesh dropped (none in a configuration the
+    driver accepts).
+
     ``engine_formats`` (default: the node's ALU formats) are the element types of the engines'
     step adders (:class:`system.engine.rtl.CUEngine`'s ``formats``).
 
@@ -81,8 +93,15 @@ class Ring(wiring.Component):
 
     def __init__(self, params: T3Params, nparams: NodeParams = NodeParams(), gpus=4,
                  latency=8, num=1, den=4, engines=None, clocked=True, flat=False,
-                 engine_formats=None, charge_headers=True, faults=False):
+                 engine_formats=None, charge_headers=True, faults=False, topology="ring"):
         check_ring(nparams, gpus, latency, num, den)
+        if topology not in TOPOLOGIES:
+            raise ValueError(f"topology must be one of {', '.join(TOPOLOGIES)}, not "
+                             f"{topology!r}")
+        if topology == "mesh" and nparams.linklayer is not None:
+            raise ValueError("topology mesh has no link layer (NodeParams.linklayer must be "
+                             "None): its acknowledgements would need a path back per link")
+        self.topology = topology
         if faults and nparams.linklayer is None:
             raise ValueError("faults need a link layer in the nodes (NodeParams.linklayer): "
                              "without one a fault is a wrong result")
@@ -104,13 +123,21 @@ class Ring(wiring.Component):
             self.nodes = [gpu.signature.create(path=(f"gpu{g}",)) for g in range(gpus)]
             for node in self.nodes:
                 node.cfg_addr_bits = gpu.cfg_addr_bits
-        self.links = [LinkModel(params, latency, num, den, charge_headers=charge_headers)
-                      for _ in range(gpus)]
+        if topology == "mesh":
+            self.mesh = FullMesh(params, gpus, nparams.dma.gpu_bits, latency, num, den,
+                                 charge_headers=charge_headers)
+            self.links = []
+        else:
+            self.mesh = None
+            self.links = [LinkModel(params, latency, num, den, charge_headers=charge_headers)
+                          for _ in range(gpus)]
         ll = nparams.linklayer
         self.acks = [AckLink(ll, latency) for _ in range(gpus)] if ll is not None else []
         self.injectors = [LinkFaults(params, ll, seed=0x1000 + g) for g in range(gpus)] \
             if faults else []
         members = {}
+        if self.mesh is not None:
+            members.update(unroutable=Out(32), stray=Out(32))
         if ll is not None:
             members["acks_lost"] = Out(32)
         if faults:
@@ -140,7 +167,11 @@ class Ring(wiring.Component):
         n = self.gpus
         if self.engines is not None and self.clocked:
             registered_reset(m, self.clk, self.rst)
-        for g, (node, link) in enumerate(zip(self.nodes, self.links)):
+        if self.mesh is not None:
+            m.submodules.mesh = self.mesh
+            m.d.comb += [self.unroutable.eq(self.mesh.unroutable),
+                         self.stray.eq(self.mesh.stray)]
+        for g, node in enumerate(self.nodes):
             if self.engines is None or not self.instanced_modules:
                 m.submodules[f"gpu{g}"] = node
             else:
@@ -148,7 +179,6 @@ class Ring(wiring.Component):
                 # the GPU registers the port's reset itself, as the ring does for the links
                 rst = self.rst | self.gpu_rst[g] if self.clocked else ResetSignal("sync")
                 m.d.comb += [node.clk.eq(ClockSignal("sync")), node.rst.eq(rst)]
-            m.submodules[f"link{g}"] = link
             connect(m, wiring.flipped(getattr(self, f"gpu{g}_cfg")), node.cfg)
             if self.engines is None:
                 connect(m, wiring.flipped(getattr(self, f"gpu{g}_compute")), node.compute)
@@ -157,6 +187,11 @@ class Ring(wiring.Component):
             else:
                 connect(m, wiring.flipped(getattr(self, f"gpu{g}_load")), node.load)
                 m.d.comb += node.start.eq(self.start)
+            if self.mesh is not None:
+                connect(m, node.tx, self.mesh.tx[g])
+                connect(m, self.mesh.rx[g], node.rx)
+                continue
+            m.submodules[f"link{g}"] = link = self.links[g]
             prev = self.nodes[(g - 1) % n]
             connect(m, node.tx, link.i)                       # GPU g sends ...
             if not self.faults:

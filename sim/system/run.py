@@ -287,9 +287,10 @@ def check_wave(wave, sim, scope=None, gpus=None):
 def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
                bandwidth=LINK_BANDWIDTH, engines=True, mcq_depth=None, l2=None,
                geometry=None, charge_headers=LINK_CHARGES_HEADERS, formats=("fp16",),
-               linklayer=None, faults=False):
+               linklayer=None, faults=False, topology="ring"):
     """``(top name, make, cache key)`` of the ring a run uses (built once per key);
-    ``l2``, ``geometry``, ``charge_headers``, ``linklayer`` as in :func:`run_config`;
+    ``l2``, ``geometry``, ``charge_headers``, ``linklayer``, ``topology`` as in
+    :func:`run_config`;
     ``faults``: the links pass fault injectors (:class:`system.link.LinkFaults`); ``formats``:
     the element types its adders handle (default the default workload's, fp16:
     :func:`run_formats`)."""
@@ -300,14 +301,24 @@ def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
     eparams = engine_params_for(gpus) if engines is True else (engines or None)
     key = design_key(Ring, params.to_dict(), nparams.to_dict(), gpus, latency, bandwidth,
                      eparams.to_dict() if eparams else None, charge_headers,
-                     *(("faults",) if faults else ()))
+                     *(("faults",) if faults else ()),
+                     *((topology,) if topology != "ring" else ()))
 
     def make():
         return Ring(params, nparams, gpus=gpus, latency=latency, num=bandwidth[0],
                     den=bandwidth[1], engines=eparams, charge_headers=charge_headers,
-                    faults=faults)
+                    faults=faults, topology=topology)
     return f"t3_ring{gpus}" + ("e" if eparams else "") + ("l" if nparams.linklayer else "") \
-        + ("f" if faults else ""), make, key
+        + ("f" if faults else "") + ("m" if topology == "mesh" else ""), make, key
+
+
+def check_topology(topology, nparams):
+    """Refuse a topology the system does not build, naming the field."""
+    from system.ring import TOPOLOGIES
+    if topology not in TOPOLOGIES:
+        raise ValueError(f"topology must be one of {', '.join(TOPOLOGIES)}, not {topology!r}")
+    if topology == "mesh" and nparams.linklayer is not None:
+        raise ValueError("topology mesh has no link layer: linklayer must be off")
 
 
 #: The link layer of the rings' nodes when a run asks for one (``linklayer=True``): the
@@ -383,7 +394,7 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                bandwidth=LINK_BANDWIDTH, engines=True, cxx_opt=None, timeline=None,
                mcq_depth=None, l2=None, l2_config=None, geometry=None,
                charge_headers=LINK_CHARGES_HEADERS, linklayer=None, faults=None,
-               reset_gpu=None, recover=False):
+               reset_gpu=None, recover=False, topology="ring"):
     """Run ``config`` on a ring of ``gpus``; returns the result dict of
     :func:`sim.system.testbench.run_system`.  ``progress(line)`` sees the testbench's progress
     lines.  ``engines``: the GPUs' traffic comes from the GPU-side engines in the ring's RTL
@@ -414,7 +425,9 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     that many cycles into phase ``name`` (a GPU that fails on its own): the host finds it at
     the phase's timeout and the run ends in :class:`sim.system.testbench.GPUReset` ("GPU g was
     reset while the ring ran"), or with ``recover`` the whole ring is reset and the job run
-    again after every output buffer is zeroed (``result["recovered"]`` says why)."""
+    again after every output buffer is zeroed (``result["recovered"]`` says why).
+    ``topology``: ``"ring"`` or ``"mesh"`` (every GPU linked to every other,
+    :class:`system.fabric.FullMesh`; ``result["mesh"]`` counts what it dropped)."""
     import sim.system.testbench as tb
     sim = sim or default_sim()
     check_int("gpus", gpus, 2, MAX_GPUS)
@@ -423,6 +436,7 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                                                 run_formats(spec))
     nparams = with_linklayer(nparams, linklayer)
     fault_ports = check_faults(faults, nparams) if faults else None
+    check_topology(topology, nparams)
     if reset_gpu is not None:
         check_reset(reset_gpu, gpus, config, engines)
     eparams = engine_params_for(gpus) if engines is True else (engines or None)
@@ -447,7 +461,8 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     top, make, key = ring_build(gpus, sim, memory_rows=memory_rows, latency=latency,
                                 bandwidth=bandwidth, engines=eparams or False,
                                 mcq_depth=mcq_depth, geometry=(params, nparams),
-                                charge_headers=charge_headers, faults=bool(fault_ports))
+                                charge_headers=charge_headers, faults=bool(fault_ports),
+                                topology=topology)
     stop = threading.Event()
 
     def follow():

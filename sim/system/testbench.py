@@ -257,7 +257,14 @@ class RingHost:
             # the link layer's counters at the end, summed over the GPUs (nodes with one)
             "linklayer": self.linklayer_totals(after) if "link" in self.regs else None,
             "faults": self.fault_totals(),
+            "mesh": self.mesh_totals(),
         }
+
+    def mesh_totals(self):
+        """What the full mesh's routers dropped (a mesh), or ``None``."""
+        if self.dut is None or not hasattr(self.dut, "unroutable"):
+            return None
+        return {name: int(getattr(self.dut, name).value) for name in ("unroutable", "stray")}
 
     def linklayer_totals(self, after):
         """The link layer's counters as ``after`` (a snapshot per GPU) has them, summed over
