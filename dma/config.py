@@ -29,7 +29,8 @@ from hw.params import T3Params, check_int, is_int
 
 __all__ = [
     "DMAParams", "Command", "RemoteWindow", "Status", "header_layout", "header_packer",
-    "check_commands", "check_remote", "dma_registers", "register_values", "STAT_REGISTERS",
+    "check_commands", "check_remote", "check_remotes", "remote_windows", "remote_register",
+    "dma_registers", "register_values", "STAT_REGISTERS",
     "MODE", "INFO", "CTRL", "CMD", "STATUS", "window_layout",
 ]
 
@@ -109,6 +110,10 @@ class DMAParams:
         Most remote stores combined into one link packet, 1 to 64.
     remote_flush : int
         Cycles without a new remote store after which an open packet leaves, 1 to 255.
+    remote_windows : int
+        ``remote_map`` windows, 1 to 16: each sends the CU stores in its source range to its
+        own GPU (a fully connected topology's direct reduce-scatter maps each slice of a GEMM
+        stage's output to its owner, paper section 7.1; the ring needs one).
     dim_bits : int
         Width of the dimension registers (``rows``, ``cols``, ``ld``, ``tile_rows``,
         ``tile_cols``), 4 to 24.
@@ -129,12 +134,14 @@ class DMAParams:
     remote_burst: int = 8
     remote_flush: int = 4
     len_bits: int = 16
+    remote_windows: int = 1
 
     def __post_init__(self):
         for name, lo, hi in (("commands", 1, 16), ("trigger_depth", 2, 4096),
                              ("buffer_beats", 4, 1024), ("max_granularity", 1, 64),
                              ("gpu_bits", 1, 8), ("dim_bits", 4, 24), ("remote_burst", 1, 64),
-                             ("remote_flush", 1, 255), ("len_bits", 7, 16)):
+                             ("remote_flush", 1, 255), ("len_bits", 7, 16),
+                             ("remote_windows", 1, 16)):
             check_int(name, getattr(self, name), lo, hi)
 
     @property
@@ -416,6 +423,33 @@ def check_commands(params: T3Params, dparams: DMAParams, commands, dst_capacity=
     return commands
 
 
+def remote_windows(remote):
+    """``remote`` (None, a :class:`RemoteWindow` or a sequence of them) as a tuple."""
+    if remote is None:
+        return ()
+    if isinstance(remote, RemoteWindow):
+        return (remote,)
+    return tuple(remote)
+
+
+def check_remotes(params: T3Params, dparams: DMAParams, remote, dst_capacity=None):
+    """Refuse remote windows (:func:`remote_windows` of ``remote``) that are more than the
+    engine has or whose source ranges overlap (a store must have one destination), and each
+    as :func:`check_remote` does."""
+    windows = remote_windows(remote)
+    if len(windows) > dparams.remote_windows:
+        raise ValueError(f"{len(windows)} remote windows, more than the DMA engine's "
+                         f"remote_windows {dparams.remote_windows}")
+    for w in windows:
+        check_remote(params, dparams, w, dst_capacity)
+    spans = sorted((w.src_base, w.src_base + w.size) for w in windows)
+    for (lo0, hi0), (lo1, hi1) in zip(spans, spans[1:]):
+        if lo1 < hi0:
+            raise ValueError(f"remote windows [0x{lo0:x}, 0x{hi0:x}) and [0x{lo1:x}, "
+                             f"0x{hi1:x}) overlap")
+    return windows
+
+
 def check_remote(params: T3Params, dparams: DMAParams, window, dst_capacity=None):
     """Refuse a remote window that is unaligned, empty, outside the address space or outside
     the destination's memory (naming the field)."""
@@ -447,6 +481,17 @@ def check_remote(params: T3Params, dparams: DMAParams, window, dst_capacity=None
     return window
 
 
+def remote_register(window, field):
+    """The name of ``field`` (``base``, ``size``, ``dst_gpu``, ``dst_base``) of remote window
+    ``window``: ``remote_<field>`` for window 0 (a ring's one), ``remote<k>_<field>`` for the
+    others."""
+    return f"remote_{field}" if window == 0 else f"remote{window}_{field}"
+
+
+def _nth(k):
+    return "" if k == 0 else f" {k}"
+
+
 def dma_registers(params: T3Params, dparams: DMAParams):
     """The DMA engine's register map (a fresh :class:`hw.csr.RegisterFile`)."""
     a, d = params.addr_bits, dparams.dim_bits
@@ -454,10 +499,15 @@ def dma_registers(params: T3Params, dparams: DMAParams):
         INFO, CTRL, CMD, STATUS,
         Reg("gpu_id", dparams.gpu_bits, "rw", "this GPU's number on the link (received "
                                               "packets must name it)"),
-        Reg("remote_base", a, "rw", "remote_map window: first source byte address"),
-        Reg("remote_size", a, "rw", "remote_map window: bytes (0: no window)"),
-        Reg("remote_dst_gpu", dparams.gpu_bits, "rw", "remote_map window: destination GPU"),
-        Reg("remote_dst_base", a, "rw", "remote_map window: destination byte address"),
+        *(reg for k in range(dparams.remote_windows) for reg in (
+            Reg(remote_register(k, "base"), a, "rw",
+                f"remote_map window{_nth(k)}: first source byte address"),
+            Reg(remote_register(k, "size"), a, "rw",
+                f"remote_map window{_nth(k)}: bytes (0: no window)"),
+            Reg(remote_register(k, "dst_gpu"), dparams.gpu_bits, "rw",
+                f"remote_map window{_nth(k)}: destination GPU"),
+            Reg(remote_register(k, "dst_base"), a, "rw",
+                f"remote_map window{_nth(k)}: destination byte address"))),
         Reg("rx_base", a, "rw", "rx window: first byte address received packets may write"),
         Reg("rx_size", a, "rw", "rx window: bytes (a beat is written only if its address is "
                                "in [rx_base, rx_base + rx_size); 0: nowhere)",
@@ -517,10 +567,18 @@ def register_values(params, dparams, commands, gpu_id=0, remote=None, enable=Tru
             (f"cmd{index}_tile_cols", c.tile_cols),
             (f"cmd{index}_mode", c.mode()),
         ]
-    if remote is None:
-        values.append(("remote_size", 0))
-    else:
-        values += [("remote_base", remote.src_base), ("remote_size", remote.size),
-                   ("remote_dst_gpu", remote.dst_gpu), ("remote_dst_base", remote.dst_base)]
+    windows = remote_windows(remote)
+    if len(windows) > dparams.remote_windows:
+        raise ValueError(f"{len(windows)} remote windows, more than remote_windows "
+                         f"{dparams.remote_windows}")
+    for k in range(dparams.remote_windows):
+        w = windows[k] if k < len(windows) else None
+        if w is None:
+            values.append((remote_register(k, "size"), 0))
+        else:
+            values += [(remote_register(k, "base"), w.src_base),
+                       (remote_register(k, "size"), w.size),
+                       (remote_register(k, "dst_gpu"), w.dst_gpu),
+                       (remote_register(k, "dst_base"), w.dst_base)]
     values.append(("ctrl", CTRL.encode(enable=int(enable))))
     return values

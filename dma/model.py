@@ -10,7 +10,7 @@ import numpy as np
 
 from hw.interfaces import ElemType, Op, Source, Stream
 from nmc.model import alu_reference, lane_dtype
-from .config import STATUS, Command, DMAParams, RemoteWindow, Status
+from .config import STATUS, Command, DMAParams, RemoteWindow, Status, remote_windows
 
 
 __all__ = ["Packet", "DMAModel", "tile_beat_addresses", "packet_addresses", "apply_requests",
@@ -77,7 +77,8 @@ class DMAModel:
         self.params, self.dparams = params, dparams
         self.commands = list(commands)
         self.gpu_id = gpu_id
-        self.remote = remote
+        #: the remote_map windows (:func:`dma.config.remote_windows`: none, one or several)
+        self.remote = remote_windows(remote)
         # (base, size) in bytes: where received beats may be written (the reset value's)
         self.rx_window = rx_window or (0, (1 << params.addr_bits) - 1)
         self.held = {c: [] for c in range(dparams.commands)}
@@ -159,9 +160,9 @@ class DMAModel:
         return Packet(header, beats)
 
     def remote_store(self, req):
-        w = self.remote
-        if w is None or Op(req["op"]) == Op.READ or \
-                not w.src_base <= req["addr"] < w.src_base + w.size:
+        w = next((w for w in self.remote if w.src_base <= req["addr"] < w.src_base + w.size),
+                 None)
+        if w is None or Op(req["op"]) == Op.READ:
             self._error(Status.REMOTE_RANGE)
             return None
         header = {

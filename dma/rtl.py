@@ -12,7 +12,7 @@ from hw.interfaces import (ElemType, Op, Source, Stream, link_signature, mem_req
 from hw.params import T3Params
 from hw.pipeline import SkidBuffer
 from .config import (HEADER_CHECK_BITS, HEADER_CHECK_SEED, MODE, DMAParams, dma_registers,
-                     header_layout, window_layout)
+                     header_layout, remote_register, window_layout)
 
 
 __all__ = ["DMAEngine", "COUNTER_BITS", "FIRST_BEAT_LATENCY"]
@@ -78,10 +78,11 @@ class DMAEngine(wiring.Component):
         Register file (:func:`dma.config.dma_registers`).  A command's registers are locked
         while it holds tiles of an incomplete block or dispatches a trigger (a write is ignored,
         ``status.cmd_busy``); ``cmd.forget`` releases them.
-    window : Out(:func:`dma.config.window_layout`)
-        The ``remote_map`` window as programmed (``base``, ``size`` = the registers
-        ``remote_base``, ``remote_size``): the node's address decoder sends the CUs' stores
-        inside it to ``remote``.  Follows a register write in the next cycle.
+    window : Out(:func:`dma.config.window_layout`) × ``remote_windows``
+        The ``remote_map`` windows as programmed (``base``, ``size`` = the registers
+        ``remote_base``, ``remote_size``, and ``remote<k>_...`` of the others): the node's
+        address decoder sends the CUs' stores inside any of them to ``remote``.  Follows a
+        register write in the next cycle.
 
     Timing
     ------
@@ -116,7 +117,7 @@ class DMAEngine(wiring.Component):
             "tx":     Out(link_signature(params)),
             "rx":     In(link_signature(params)),
             "csr":    In(csr_signature(self.regs.addr_bits)),
-            "window": Out(window_layout(params)),
+            "window": Out(window_layout(params)).array(dparams.remote_windows),
         })
 
     def elaborate(self, platform):
@@ -406,18 +407,33 @@ class DMAEngine(wiring.Component):
         # otherwise the run is closed (its header queued) and a new one opens.  A run also
         # closes after remote_flush cycles without a store.  Runs leave as one packet each.
         rem = self.remote.payload
-        r_base, r_size = regs.rw("remote_base"), regs.rw("remote_size")
-        m.d.comb += [self.window.base.eq(r_base), self.window.size.eq(r_size)]
         # The window check and the run check compare in the CUs' address space, in parallel:
         # the destination address (an offset, then a sum) feeds only the run's header register.
-        # the window's end a register, kept from the registers' next values (the sum before the
-        # compare was the node's critical path, 15.1 ns, into the run queue's enqueue)
-        r_end = Signal(A + 1)
-        m.d.sync += r_end.eq(regs.rw_next(m, "remote_base") + regs.rw_next(m, "remote_size"))
-        rem_ok = Signal()
-        m.d.comb += rem_ok.eq((rem.addr >= r_base) & (rem.addr < r_end) & (rem.op != Op.READ))
+        # each window's end a register, kept from the registers' next values (the sum before
+        # the compare was the node's critical path, 15.1 ns, into the run queue's enqueue).
+        # The lowest window that holds the address wins (the driver refuses overlaps).
+        K = dp.remote_windows
+        hits = Signal(K)
+        win = Signal(range(K))          # the window of the store on ``remote``
         dst_addr = Signal(A)
-        m.d.comb += dst_addr.eq(regs.rw("remote_dst_base") + (rem.addr - r_base)[:A])
+        dst_gpu = Signal(dp.gpu_bits)
+        for k in reversed(range(K)):
+            r_base = regs.rw(remote_register(k, "base"))
+            r_size = regs.rw(remote_register(k, "size"))
+            m.d.comb += [self.window[k].base.eq(r_base), self.window[k].size.eq(r_size)]
+            r_end = Signal(A + 1, name=f"remote{k}_end")
+            m.d.sync += r_end.eq(regs.rw_next(m, remote_register(k, "base")) +
+                                 regs.rw_next(m, remote_register(k, "size")))
+            m.d.comb += hits[k].eq((rem.addr >= r_base) & (rem.addr < r_end))
+            with m.If(hits[k]):
+                m.d.comb += [
+                    win.eq(k),
+                    dst_gpu.eq(regs.rw(remote_register(k, "dst_gpu"))),
+                    dst_addr.eq(regs.rw(remote_register(k, "dst_base")) +
+                                (rem.addr - r_base)[:A]),
+                ]
+        rem_ok = Signal()
+        m.d.comb += rem_ok.eq(hits.any() & (rem.op != Op.READ))
         RB = dp.remote_burst
         m.submodules.rem_q = rem_q = SyncFIFOBuffered(width=p.beat_bits + beat,
                                                       depth=max(2, 2 * RB))
@@ -426,6 +442,7 @@ class DMAEngine(wiring.Component):
         run = Signal(self.hdr_layout)
         run_open = Signal()
         run_next = Signal(A)         # the CU address that continues the run
+        run_win = Signal(range(K))   # the run's window (a run never crosses into another)
         idle = Signal(range(dp.remote_flush + 1))
         # run.beats < RB, a register kept with run.beats (the length compare was the start of
         # the node's critical path, 15.5 ns, into the run queue's enqueue)
@@ -433,9 +450,11 @@ class DMAEngine(wiring.Component):
         continues = run_open & (rem.addr == run_next) & (rem.op == run.op) & \
             (rem.etype == run.etype) & (rem.tracked == run.tracked) & \
             (rem.wg_id == run.wg_id) & (rem.wf_id == run.wf_id) & run_room
+        if K > 1:
+            continues = continues & (win == run_win)
         fresh = Signal(self.hdr_layout)
         m.d.comb += [
-            fresh.dst_gpu.eq(regs.rw("remote_dst_gpu")), fresh.src_gpu.eq(gpu_id),
+            fresh.dst_gpu.eq(dst_gpu), fresh.src_gpu.eq(gpu_id),
             fresh.addr.eq(dst_addr), fresh.op.eq(rem.op), fresh.etype.eq(rem.etype),
             fresh.source.eq(Source.REMOTE), fresh.tracked.eq(rem.tracked),
             fresh.wg_id.eq(rem.wg_id), fresh.wf_id.eq(rem.wf_id), fresh.beats.eq(1),
@@ -463,7 +482,8 @@ class DMAEngine(wiring.Component):
                              run_room.eq(run.beats + 1 < RB)]
             with m.Else():
                 m.d.comb += run_q.w_en.eq(run_open)
-                m.d.sync += [run.eq(fresh), run_open.eq(1), run_room.eq(1 < RB)]
+                m.d.sync += [run.eq(fresh), run_open.eq(1), run_room.eq(1 < RB),
+                             run_win.eq(win)]
         with m.Elif(run_open):
             # a run never grows past RB beats: not run_room is run.beats == RB
             with m.If(((idle + 1 >= dp.remote_flush) | ~run_room) & run_q.w_rdy):

@@ -16,7 +16,7 @@ enter the arbiter as they are, and their responses return from the router.
 
 import dataclasses
 
-from amaranth import Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out, connect
@@ -297,16 +297,18 @@ class GPUNode(wiring.Component):
         # the blocks sit far apart on an FPGA and the wires alone take most of a cycle
         # (docs/fpga.md).  The compute port's window check is registered with the request.
         req = self.compute.payload
-        base, size = dma.window.base, dma.window.size
-        offset = Signal(len(base) + 1)
-        m.d.comb += offset.eq(req.addr - base)
+        in_window = []
+        for k, window in enumerate(dma.window):     # the DMA's remote_map windows
+            offset = Signal(len(window.base) + 1, name=f"window{k}_offset")
+            m.d.comb += offset.eq(req.addr - window.base)
+            in_window.append(~offset[-1] & (offset < window.size))
         layout = self.compute.payload.shape()
         m.submodules.compute_in = compute_in = SkidBuffer(
             data.StructLayout({"req": layout, "remote": 1}))
         m.d.comb += [
             compute_in.i.valid.eq(self.compute.valid),
             compute_in.i.payload.req.eq(req),
-            compute_in.i.payload.remote.eq((req.op != Op.READ) & ~offset[-1] & (offset < size)),
+            compute_in.i.payload.remote.eq((req.op != Op.READ) & Cat(*in_window).any()),
             self.compute.ready.eq(compute_in.i.ready),
         ]
         head, to_remote = compute_in.o.payload.req, compute_in.o.payload.remote

@@ -9,7 +9,8 @@ import random
 
 import pytest
 
-from dma.config import CMD, Command, DMAParams, RemoteWindow, Status, check_commands, check_remote
+from dma.config import (CMD, Command, DMAParams, RemoteWindow, Status, check_commands,
+                        check_remote, check_remotes)
 from dma.model import check_dma_run
 from dma.rtl import FIRST_BEAT_LATENCY
 from hw.interfaces import ElemType, Op
@@ -219,6 +220,36 @@ def test_remote_stores_are_combined():
             want.append(1)
     assert sizes == want, (sizes, run.env.remote_taken)
     assert 1 < len(want) < 11, "the pauses should split some runs and not others"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_several_remote_windows_each_send_to_their_own_place(seed, t3_options):
+    """Three adjacent remote windows (``remote_windows``), each to a place of its own: every
+    store leaves by its window's mapping, and a run of consecutive stores that crosses from
+    one window into the next leaves as two packets (the model's beats, the memory image)."""
+    seed += 100 * t3_options.seed
+    dp = dataclasses.replace(DP, remote_windows=3)
+    scenario = random_scenario(P, dp, seed, commands=2, remote_stores=60)
+    assert len(scenario.remote) == 3
+    run, model = run_and_check(P, dp, scenario, seed=seed, **STALLS)
+    assert run.regs["remote_sent"] == 60
+    ends = {w.src_base + w.size for w in scenario.remote[:-1]}
+    crossed = sum(1 for a, b in zip(scenario.remote_stores, scenario.remote_stores[1:])
+                  if b["addr"] == a["addr"] + P.beat_bytes and b["addr"] in ends)
+    assert crossed > 0, "the stores must cross a window boundary"
+
+
+def test_overlapping_or_too_many_remote_windows_are_refused():
+    dp = dataclasses.replace(DP, remote_windows=2)
+    w = RemoteWindow(src_base=0x1000, size=0x100, dst_gpu=1, dst_base=0x100)
+    with pytest.raises(ValueError, match=r"^remote windows \[0x1000, 0x1100\) and \[0x10e0, "
+                                         r"0x11e0\) overlap$"):
+        check_remotes(P, dp, [w, dataclasses.replace(w, src_base=0x10E0)], 0x10000)
+    with pytest.raises(ValueError, match=r"^3 remote windows, more than the DMA engine's "
+                                         r"remote_windows 2$"):
+        check_remotes(P, dp, [w] * 3, 0x10000)
+    with pytest.raises(ValueError, match=r"^remote_windows must be an integer from 1 to 16"):
+        DMAParams(remote_windows=17)
 
 
 def test_memory_errors_latch_and_data_goes_out():

@@ -11,7 +11,7 @@ import random
 
 import numpy as np
 
-from dma.config import Command, DMAParams, RemoteWindow, check_commands, check_remote
+from dma.config import Command, DMAParams, RemoteWindow, check_commands, check_remotes
 from hw.interfaces import ELEM_BYTES, ElemType, Op
 from nmc.model import lane_dtype
 
@@ -87,11 +87,20 @@ def random_scenario(params, dparams: DMAParams, seed, commands=None, remote_stor
         table.append(cmd)
         cursor = _align(dst + cmd.size + guard, beat)
     window = None
-    if remote_stores:
+    if remote_stores and dparams.remote_windows == 1:
         size = 16 * beat
         window = RemoteWindow(src_base=1 << (params.addr_bits - 2),
                               size=size, dst_gpu=gpu_id, dst_base=cursor)
         cursor = _align(cursor + size + guard, beat)
+    elif remote_stores:
+        # adjacent windows in the CUs' space, apart at the destination: a run of stores that
+        # crosses from one into the next must leave as two packets
+        window = []
+        for k in range(dparams.remote_windows):
+            size = 8 * beat
+            window.append(RemoteWindow(src_base=(1 << (params.addr_bits - 2)) + k * size,
+                                       size=size, dst_gpu=gpu_id, dst_base=cursor))
+            cursor = _align(cursor + size + guard, beat)
     memory = bytearray(nprng.integers(0, 256, size=cursor, dtype=np.uint8).tobytes())
     for cmd in table:
         _fill(nprng, memory, cmd.src_base, cmd.size, cmd.etype)
@@ -106,19 +115,31 @@ def random_scenario(params, dparams: DMAParams, seed, commands=None, remote_stor
     rng.shuffle(triggers)
     stores = []
     if window is not None:
-        check_remote(params, dparams, window, dst_capacity=len(memory))
-        _fill(nprng, memory, window.dst_base, window.size, ElemType.FP16)
+        windows = check_remotes(params, dparams, window, dst_capacity=len(memory))
+        for w in windows:
+            _fill(nprng, memory, w.dst_base, w.size, ElemType.FP16)
+        lo = windows[0].src_base
+        span = windows[-1].src_base + windows[-1].size - lo
+        addr = lo
         for _ in range(remote_stores):
             lanes = rng.getrandbits(beat // 2)
             mask = sum(0b11 << (2 * k) for k in range(beat // 2) if lanes >> k & 1)
-            stores.append({
-                "addr": window.src_base + beat * rng.randrange(window.size // beat),
+            store = {
                 "data": int.from_bytes(random_values(nprng, ElemType.FP16, beat // 2)
                                        .tobytes(), "little"),
                 "mask": mask, "op": rng.choice([Op.STORE.value, Op.UPDATE.value]),
                 "etype": ElemType.FP16.value, "tracked": rng.getrandbits(1),
                 "wg_id": rng.getrandbits(params.wg_id_bits),
-                "wf_id": rng.getrandbits(params.wf_id_bits)})
+                "wf_id": rng.getrandbits(params.wf_id_bits)}
+            # several windows: runs of consecutive stores with equal attributes (one packet
+            # while they come close together), across the windows' boundaries
+            if len(windows) == 1 or not stores or not rng.random() < 0.7 or \
+                    addr + beat >= lo + span:
+                addr = lo + beat * rng.randrange(span // beat)
+            else:
+                addr += beat
+                store.update({k: stores[-1][k] for k in ("op", "tracked", "wg_id", "wf_id")})
+            stores.append(dict(store, addr=addr))
     return Scenario(table, memory, triggers, window, stores, gpu_id)
 
 
