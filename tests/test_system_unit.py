@@ -2,6 +2,7 @@
 """The system's own hardware (AXI4-Lite bridge, register decoder, link model) under Amaranth's
 simulator, and the software side (driver API, workload generator, ring reference) in Python."""
 
+import dataclasses
 import random
 
 import numpy as np
@@ -323,7 +324,7 @@ def test_fused_configuration_fits_every_ring(gpus):
         assert tracked == max(0, gpus - 2)
         assert sum(not c.tracked for c in commands) == (1 if gpus > 2 else 0)
         assert all(c.dst_gpu == (g - 1) % gpus for c in commands)
-        assert driver.remote(g).dst_gpu == (g - 1) % gpus
+        assert [w.dst_gpu for w in driver.remote(g)] == [(g - 1) % gpus]
         assert driver.register_writes(g, block_registers(P, driver.nparams))
     map_ring_windows(driver, wl, "R")
     assert all(driver.regions(g) == [] for g in range(gpus))
@@ -673,3 +674,38 @@ def test_the_paper_l2_keeps_each_cases_ratio_of_working_set_to_l2():
             assert model < 1 and paper < 1, name
         if "FC" in name and tp == 8:
             assert model > 1 and paper > 1, name
+
+
+def test_a_mesh_driver_maps_a_window_to_every_other_gpu():
+    """On a full mesh each GPU's slices of ``C`` go each to its owner (paper section 7.1): a
+    remote window per other GPU (``DMAParams.remote_windows``), programmed as the DMA's
+    registers name them; the receiving side's rx window covers every slice aimed at it; a
+    window to the GPU itself, one too many and a ring's non-neighbour are refused by name."""
+    gpus = 4
+    nparams = dataclasses.replace(NP, dma=dataclasses.replace(NP.dma, remote_windows=gpus - 1))
+    driver = Driver(P, nparams, gpus, topology="mesh")
+    bufs = [driver.malloc("C", g, 32, 16 * gpus) for g in range(gpus)]
+    for g in range(gpus):
+        for d in range(gpus):
+            if d != g:
+                driver.remote_map(bufs[g].cols_range(16 * d, 16), d,
+                                  bufs[d].cols_range(16 * d, 16))
+    for g in range(gpus):
+        assert sorted(w.dst_gpu for w in driver.remote(g)) == [d for d in range(gpus) if d != g]
+        names = dict((n, v) for b, n, v in driver.named_writes(g) if b == "dma")
+        assert {names[f"remote{k}_dst_gpu" if k else "remote_dst_gpu"] for k in range(3)} == \
+            {d for d in range(gpus) if d != g}
+        chunk = bufs[g].cols_range(16 * g, 16)
+        assert driver.rx_window(g) == (chunk.base, chunk.size)
+    with pytest.raises(ValueError, match=r"^dst_gpu must be another GPU of the mesh than GPU 1 "
+                                         r"itself$"):
+        driver.remote_map(bufs[1].cols_range(0, 16), 1, bufs[1].cols_range(0, 16))
+    with pytest.raises(ValueError, match=r"^GPU 0 already has 3 remote windows, all its DMA "
+                                         r"engine has \(remote_windows\); remote_unmap first$"):
+        driver.remote_map(bufs[0].cols_range(0, 16), 1, bufs[1].cols_range(0, 16))
+    ring = Driver(P, nparams, gpus)
+    rbufs = [ring.malloc("C", g, 32, 16 * gpus) for g in range(gpus)]
+    with pytest.raises(ValueError, match=r"^dst_gpu must be GPU 0's ring neighbour 3"):
+        ring.remote_map(rbufs[0].cols_range(0, 16), 2, rbufs[2].cols_range(0, 16))
+    with pytest.raises(ValueError, match=r"^topology must be one of ring, mesh, not 'star'$"):
+        Driver(P, nparams, gpus, topology="star")

@@ -11,7 +11,7 @@ the field and the value, and leaves the driver (and so the hardware) as it was.
 import copy
 import dataclasses
 
-from dma.config import Command, RemoteWindow, check_commands, check_remote
+from dma.config import Command, RemoteWindow, check_commands, check_remotes
 from hw.interfaces import ELEM_BYTES, ElemType, Op
 from system.node import BLOCK_ORDER, NodeParams, register_address
 from hw.params import T3Params, check_int
@@ -89,7 +89,7 @@ class _GPUConfig:
     buffers: dict = dataclasses.field(default_factory=dict)
     regions: list = dataclasses.field(default_factory=list)
     commands: list = dataclasses.field(default_factory=list)
-    remote: RemoteWindow = None
+    remote: tuple = ()              # RemoteWindows, in the order mapped
     policy: Policy = Policy.ROUND_ROBIN
     threshold: int = None
     auto_threshold: bool = False
@@ -104,16 +104,22 @@ class _GPUConfig:
 
 
 class Driver:
-    """T3's driver for a ring of ``gpus`` nodes of geometry ``nparams``.
+    """T3's driver for a ring of ``gpus`` nodes of geometry ``nparams``, or a full mesh of
+    them (``topology="mesh"``: every GPU linked to every other, :class:`system.fabric.FullMesh`).
 
     The configuration is per GPU; :meth:`register_writes` returns, for one GPU, the AXI4-Lite
     ``(byte address, word)`` writes that program it (Tracker regions and enable, DMA commands,
     GPU number and remote window, MC arbiter policy).
     """
 
-    def __init__(self, params: T3Params, nparams: NodeParams, gpus):
+    def __init__(self, params: T3Params, nparams: NodeParams, gpus, topology="ring"):
+        from system.ring import TOPOLOGIES
         self.params, self.nparams = params, nparams
         self.gpus = check_int("gpus", gpus, 2, MAX_GPUS)
+        if topology not in TOPOLOGIES:
+            raise ValueError(f"topology must be one of {', '.join(TOPOLOGIES)}, not "
+                             f"{topology!r}")
+        self.topology = topology
         if gpus > nparams.dma.max_gpus:     # as system.ring.check_ring: GPU numbers fit
             raise ValueError(f"gpus {gpus} needs more than gpu_bits {nparams.dma.gpu_bits}")
         self.capacity = nparams.memory_bytes(params)
@@ -125,9 +131,16 @@ class Driver:
         return check_int(name, gpu, 0, self.gpus - 1, note="a GPU of the ring")
 
     def _check_neighbour(self, src, dst_gpu):
-        """The links run from GPU ``g`` to GPU ``g - 1`` only: a window or command to any
-        other GPU (itself included) would be dropped by the receiver (``rx_wrong_gpu``)."""
+        """On a ring the links run from GPU ``g`` to GPU ``g - 1`` only: a window or command
+        to any other GPU (itself included) would be dropped by the receiver
+        (``rx_wrong_gpu``).  On a mesh every other GPU has a link (the router drops a packet
+        to the sender itself, ``unroutable``)."""
         gpu = src.buffer.gpu
+        if self.topology == "mesh":
+            if dst_gpu == gpu:
+                raise ValueError(f"dst_gpu must be another GPU of the mesh than GPU {gpu} "
+                                 f"itself")
+            return
         want = (gpu - 1) % self.gpus
         if dst_gpu != want:
             raise ValueError(f"dst_gpu must be GPU {gpu}'s ring neighbour {want} (the link "
@@ -155,7 +168,7 @@ class Driver:
         check_regions(p, n.tracker, cfg.regions)
         caps = {g: self.capacity for g in range(self.gpus)}
         check_commands(p, n.dma, cfg.commands, dst_capacity=caps, gpus=self.gpus)
-        check_remote(p, n.dma, cfg.remote, dst_capacity=caps)
+        check_remotes(p, n.dma, cfg.remote, dst_capacity=caps)
         if n.linklayer is not None:
             # the link layer's sender stops (status.tx_too_long) at a longer packet
             for c, cmd in enumerate(cfg.commands):
@@ -191,6 +204,8 @@ class Driver:
         return list(self._gpu[gpu].commands)
 
     def remote(self, gpu):
+        """GPU ``gpu``'s remote windows (:class:`dma.config.RemoteWindow`), in the order
+        mapped."""
         return self._gpu[gpu].remote
 
     # --- the API -------------------------------------------------------------------------------
@@ -245,13 +260,16 @@ class Driver:
             raise ValueError(f"remote_map: src size {src.size} != dst size {dst.size}")
         gpu = src.buffer.gpu
 
+        most = self.nparams.dma.remote_windows
+
         def change(state):
-            if state[gpu].remote is not None:
-                raise ValueError(f"GPU {gpu} already has a remote window (one per GPU); "
-                                 f"remote_unmap first")
-            state[gpu].remote = RemoteWindow(REMOTE_SPACE + src.base, src.size, dst_gpu,
-                                             dst.base)
-            return state[gpu].remote
+            if len(state[gpu].remote) == most:
+                raise ValueError(f"GPU {gpu} already has {most} remote window"
+                                 f"{'s' if most > 1 else ''}, all its DMA engine has "
+                                 f"(remote_windows); remote_unmap first")
+            window = RemoteWindow(REMOTE_SPACE + src.base, src.size, dst_gpu, dst.base)
+            state[gpu].remote += (window,)
+            return window
         return self._transaction(change)
 
     def remote_address(self, gpu, addr):
@@ -304,12 +322,12 @@ class Driver:
         return self._transaction(change)
 
     def remote_unmap(self, gpu=None):
-        """Remove the remote window of ``gpu`` (all GPUs by default)."""
+        """Remove the remote windows of ``gpu`` (all GPUs by default)."""
         gpus = range(self.gpus) if gpu is None else [self._check_gpu("gpu", gpu)]
 
         def change(state):
             for g in gpus:
-                state[g].remote = None
+                state[g].remote = ()
         self._transaction(change)
 
     def dma_unmap(self, gpu=None):
@@ -425,9 +443,9 @@ class Driver:
             for cmd in cfg.commands:
                 if cmd is not None and cmd.dst_gpu == gpu:
                     ranges.append((cmd.dst_base, cmd.dst_base + cmd.size))
-            w = cfg.remote
-            if w is not None and w.dst_gpu == gpu:
-                ranges.append((w.dst_base, w.dst_base + w.size))
+            for w in cfg.remote:
+                if w.dst_gpu == gpu:
+                    ranges.append((w.dst_base, w.dst_base + w.size))
         if not ranges:
             return 0, 0
         lo, hi = min(r[0] for r in ranges), max(r[1] for r in ranges)
