@@ -365,8 +365,8 @@ def test_driver_refusals_name_the_field_and_touch_nothing():
     _refused(driver, r"gpu must be an integer from 0 to 3 \(a GPU of the ring\), not 4",
              driver.malloc, "x", 4,
              16, 16)
-    _refused(driver, r"already has 1 remote window, all its DMA engine has \(remote_windows\)", driver.remote_map, c0.cols_range(0, 16),
-             3, c3.cols_range(0, 16))
+    _refused(driver, r"already has 1 remote window, all its DMA engine has \(remote_windows\)",
+             driver.remote_map, c0.cols_range(0, 16), 3, c3.cols_range(0, 16))
     _refused(driver, "src size 1024 != dst size 2048", driver.remote_map,
              c0.cols_range(0, 16), 3, c3.cols_range(0, 32))
     _refused(driver, "tile_rows 8 x 2 bytes = 16 is not a whole number",
