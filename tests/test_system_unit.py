@@ -709,3 +709,43 @@ def test_a_mesh_driver_maps_a_window_to_every_other_gpu():
         ring.remote_map(rbufs[0].cols_range(0, 16), 2, rbufs[2].cols_range(0, 16))
     with pytest.raises(ValueError, match=r"^topology must be one of ring, mesh, not 'star'$"):
         Driver(P, nparams, gpus, topology="star")
+
+
+@pytest.mark.parametrize("gpus", [2, 3, 4, 8, 16])
+def test_the_direct_configuration_fits_every_mesh(gpus):
+    """The direct reduce-scatter's set-up passes every check for 2 to 16 GPUs: a window per
+    other GPU, each to that GPU's chunk, no Tracker region or DMA command; the GEMM program
+    sends every other chunk's tiles as remote updates, its own chunk's locally, none tracked.
+    Refused on a ring, and with too few remote windows, by name."""
+    from system.engine.model import gemm_program
+    from sim.system.configure import configure_direct
+    from sim.system.driver import REMOTE_SPACE
+    spec = GemmSpec(m=32, n=16 * gpus, k=32, wfs_per_wg=2)
+    wl = Workload(spec, gpus, P)
+    nparams = dataclasses.replace(NP, dma=dataclasses.replace(NP.dma, remote_windows=15))
+    driver = Driver(P, nparams, gpus, topology="mesh")
+    layout = allocate(driver, wl)
+    configure_direct(driver, wl, layout, "MCA")
+    cb = layout["chunk_beats"] * P.beat_bytes
+    for g in range(gpus):
+        assert driver.regions(g) == [] and driver.commands(g) == []
+        windows = driver.remote(g)
+        assert sorted(w.dst_gpu for w in windows) == [c for c in range(gpus) if c != g]
+        c_base = layout["C"].base
+        for w in windows:
+            assert w.src_base == REMOTE_SPACE + c_base + w.dst_gpu * cb
+            assert (w.dst_base, w.size) == (c_base + w.dst_gpu * cb, cb)
+        assert driver.rx_window(g) == (c_base + g * cb, cb)
+        assert driver.register_writes(g, block_registers(P, driver.nparams))
+        program = gemm_program(wl, g, layout, "direct", REMOTE_SPACE)
+        assert not any(d.tracked for d in program.wgs) and all(d.update for d in program.wgs)
+        assert sum(d.remote for d in program.wgs) == len(program.wgs) * (gpus - 1) // gpus
+    ring = Driver(P, nparams, gpus)
+    with pytest.raises(ValueError, match=r"^the direct reduce-scatter needs a link to every "
+                                         r"GPU: topology must be mesh, not 'ring'$"):
+        configure_direct(ring, wl, allocate(ring, wl), "MCA")
+    if gpus > 2:
+        few = Driver(P, NP, gpus, topology="mesh")
+        with pytest.raises(ValueError, match=r"^GPU 0 already has 1 remote window, all its "
+                                             r"DMA engine has \(remote_windows\)"):
+            configure_direct(few, wl, allocate(few, wl), "MCA")

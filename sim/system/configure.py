@@ -3,7 +3,7 @@ every GPU, T3's fused set-up (paper section 4.4, Figure 12) and the remote windo
 baseline's reduce-scatter and of the all-gather."""
 
 
-__all__ = ["CONFIGS", "ISOLATED_RS", "allocate", "configure_fused",
+__all__ = ["CONFIGS", "ISOLATED_RS", "allocate", "configure_fused", "configure_direct",
            "map_ring_windows"]
 
 
@@ -78,6 +78,25 @@ def configure_fused(driver, wl, layout, policy):
                            tracked_at_dst=not final_there)
         tracked_steps = range(2, gpus)
         driver.gemm(c_here, wl.stages(g, tracked_steps), s.wfs_per_wg, update=True)
+    driver.set_arbitration(policy, auto_threshold=policy == "MCA")
+
+
+def configure_direct(driver, wl, layout, policy):
+    """The direct reduce-scatter on a full mesh (paper section 7.1): every GPU ``g``
+    ``remote_map``s each other GPU ``c``'s chunk of its output to the same chunk on GPU ``c``
+    (a remote window each: ``DMAParams.remote_windows`` of at least ``G - 1``), where the
+    near-memory ALUs add the arriving updates to the owner's own; no Tracker region, no DMA
+    command: the collective is the GEMM's stores.  And the arbiter's policy."""
+    gpus, nc = wl.gpus, wl.chunk_cols
+    if driver.topology != "mesh":
+        raise ValueError("the direct reduce-scatter needs a link to every GPU: topology must "
+                         f"be mesh, not {driver.topology!r}")
+    for g in range(gpus):
+        c_here = driver.buffer(g, "C")
+        for c in range(gpus):
+            if c != g:
+                driver.remote_map(c_here.cols_range(c * nc, nc), c,
+                                  driver.buffer(c, "C").cols_range(c * nc, nc))
     driver.set_arbitration(policy, auto_threshold=policy == "MCA")
 
 

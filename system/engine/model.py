@@ -98,6 +98,8 @@ def pack_step(params, step: Step):
 def gemm_program(wl, g, layout, mode, remote_space, free=False):
     """GPU ``g``'s GEMM as :class:`sim.system.kernels.GemmKernel` runs it: ``mode`` ``"t3"``
     (step-1 tiles as remote updates, steps 2..G-1 tracked updates, its own chunk an untracked
+    update), ``"direct"`` (a fully connected topology's direct reduce-scatter, paper section
+    7.1: every other GPU's chunk as remote updates to its owner, its own chunk an untracked
     update) or ``"sequential"`` (plain stores); ``layout`` the buffers
     (:func:`sim.system.configure.allocate`); ``free``: no reads, no compute time."""
     s, p = wl.spec, wl.params
@@ -109,6 +111,8 @@ def gemm_program(wl, g, layout, mode, remote_space, free=False):
             remote = wg.step == 1
             tracked = (2 <= gpus - 1) if remote else (2 <= wg.step <= gpus - 1)
             update = True
+        elif mode == "direct":
+            remote, tracked, update = wg.chunk != g, False, True
         else:
             remote = tracked = update = False
         tiles = tuple((c0 * s.m + r0) * e // beat for r0, c0 in wg.tiles)
