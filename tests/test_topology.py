@@ -10,7 +10,7 @@ import pytest
 from sim.system.run import run_config
 from sim.system.workload import GemmSpec
 
-from test_system import SMALL
+from test_system import SMALL, chunk_beats
 
 
 GPUS = 4
@@ -30,9 +30,39 @@ def test_the_rings_algorithm_on_a_mesh_is_the_rings_cycle_for_cycle(config, tmp_
         assert mesh[key] == ring[key], key
 
 
+@pytest.mark.cocotb
+def test_the_direct_reduce_scatter_on_a_mesh_is_the_gemms_stores(tmp_path, t3_options):
+    """Paper section 7.1: each GPU's GEMM stores every other GPU's chunk straight into its
+    owner's memory, where the near-memory ALUs add it to the owner's own: bit-exact (integer
+    inputs, whose sums are alike in any order), and no memory access by the collective itself
+    (no DMA tile read or write, no Tracker entry); every partial beat written once, locally or
+    at its owner; each GPU sends its G - 1 other chunks, each payload beat once."""
+    spec = GemmSpec(n=16 * GPUS, inputs="integers", **SMALL)
+    r = run_config(spec, GPUS, "t3", topology="mesh", collective="direct", build_dir=tmp_path,
+                   seed=t3_options.seed)
+    assert r["verified"] is True and r["mesh"] == {"unroutable": 0, "stray": 0}
+    cb = chunk_beats(spec, GPUS)
+    d = r["dram"]
+    assert d["rs_reads"] == d["rs_writes"] == 0 and d["tracker_peak_occupancy"] == 0
+    assert d["gemm_writes"] == GPUS * GPUS * cb
+    assert d["link_payload_beats"] == GPUS * (GPUS - 1) * cb
+    assert all(v == 0 for g in r["status"].values() for v in g.values()), r["status"]
+
+
 def test_a_bad_topology_is_refused_by_name():
     with pytest.raises(ValueError, match=r"^topology must be one of ring, mesh, not 'torus'$"):
         run_config(SPEC, GPUS, "t3", topology="torus")
     with pytest.raises(ValueError, match=r"^topology mesh has no link layer: linklayer must "
                                          r"be off$"):
         run_config(SPEC, GPUS, "t3", topology="mesh", linklayer=True)
+    with pytest.raises(ValueError, match=r"^collective direct needs a link to every GPU: "
+                                         r"topology must be mesh, not 'ring'$"):
+        run_config(SPEC, GPUS, "t3", collective="direct")
+    with pytest.raises(ValueError, match=r"^collective direct runs T3's fused configurations "
+                                         r"\(t3, t3-mca\), not 'sequential'$"):
+        run_config(SPEC, GPUS, "sequential", topology="mesh", collective="direct")
+    with pytest.raises(ValueError, match=r"^collective direct is checked bit for bit with "
+                                         r"integer inputs"):
+        run_config(SPEC, GPUS, "t3", topology="mesh", collective="direct")
+    with pytest.raises(ValueError, match=r"^collective must be one of ring, direct, not 'tree'"):
+        run_config(SPEC, GPUS, "t3", collective="tree")

@@ -205,14 +205,15 @@ def describe_scale(spec, gpus, latency=LINK_LATENCY):
             f"{est['ratio']:.2f}")
 
 
-def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=None):
+def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=None,
+                 topology="ring", collective="ring"):
     """Everything the run will program, checked in Python first (the workload against the
     ring, every driver call of every phase, and with ``eparams`` the engines' GEMM programs
     against their registers and descriptors): a refused configuration raises ``ValueError``
     naming the field before any simulator starts."""
     from sim.system.driver import Driver
-    from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_fused,
-                                      map_ring_windows)
+    from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_direct,
+                                      configure_fused, map_ring_windows)
     from sim.system.workload import Workload
     if config not in CONFIGS + (ISOLATED_RS,):
         raise ValueError(f"config must be one of {CONFIGS}, not {config!r}")
@@ -221,13 +222,19 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
         raise ValueError("engines=False: the CU kernels in Python do not flush the L2 at a "
                          "kernel's end; run nodes with an L2 (NodeParams.l2) on the engines")
     wl = Workload(spec, gpus, params)
-    driver = Driver(params, nparams, gpus)
+    if collective == "direct" and not wl.order_free():
+        raise ValueError(f"collective direct: the partials' sums pass {spec.dtype}'s exact "
+                         f"integers (a smaller k, or fp32), so their order would matter")
+    driver = Driver(params, nparams, gpus, topology=topology)
     layout = allocate(driver, wl, config)
     if nparams.l2 is not None:
         driver.set_l2(l2_config or SYSTEM_L2_CONFIG)
     elif l2_config is not None:
         raise ValueError("l2_config: the nodes have no L2 (l2 is None)")
-    if config != "sequential":
+    if collective == "direct":
+        configure_direct(driver, wl, layout, "MCA" if config == "t3-mca" else "ROUND_ROBIN")
+        map_ring_windows(driver, wl, "C")
+    elif config != "sequential":
         configure_fused(driver, wl, layout, "MCA" if config == "t3-mca" else "ROUND_ROBIN")
     map_ring_windows(driver, wl, "R")
     map_ring_windows(driver, wl, "C")
@@ -236,7 +243,8 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
         from system.engine.config import desc_beats, engine_registers
         from system.engine.model import gemm_program, pack_wg
         regs = engine_registers(params, eparams)
-        mode = "sequential" if config == "sequential" else "t3"
+        mode = "sequential" if config == "sequential" else \
+            "direct" if collective == "direct" else "t3"
         # the engine's data memory holds the partial output and, after it, the read-back
         out_beats = spec.m * spec.n * spec.elem_bytes // params.beat_bytes
         if 2 * out_beats > eparams.local_beats:
@@ -312,13 +320,45 @@ def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
         + ("f" if faults else "") + ("m" if topology == "mesh" else ""), make, key
 
 
-def check_topology(topology, nparams):
-    """Refuse a topology the system does not build, naming the field."""
+#: The reduce-scatters a run performs: the ring's (any topology), and the direct one of a
+#: full mesh (paper section 7.1; :func:`sim.system.configure.configure_direct`).
+COLLECTIVES = ("ring", "direct")
+
+
+def check_topology(topology, nparams, collective="ring", config="t3", spec=None, engines=True):
+    """Refuse a topology or collective the system does not build or run, naming the field."""
     from system.ring import TOPOLOGIES
     if topology not in TOPOLOGIES:
         raise ValueError(f"topology must be one of {', '.join(TOPOLOGIES)}, not {topology!r}")
     if topology == "mesh" and nparams.linklayer is not None:
         raise ValueError("topology mesh has no link layer: linklayer must be off")
+    if collective not in COLLECTIVES:
+        raise ValueError(f"collective must be one of {', '.join(COLLECTIVES)}, not "
+                         f"{collective!r}")
+    if collective == "direct":
+        if topology != "mesh":
+            raise ValueError(f"collective direct needs a link to every GPU: topology must be "
+                             f"mesh, not {topology!r}")
+        if config not in ("t3", "t3-mca"):
+            raise ValueError(f"collective direct runs T3's fused configurations (t3, t3-mca), "
+                             f"not {config!r}")
+        if not engines:
+            raise ValueError("collective direct runs on the GPU-side engines (engines=True)")
+        if spec is not None and spec.inputs != "integers":
+            # each owner adds its peers' updates in the order they arrive, which the
+            # reference cannot know: a floating-point sum depends on it, an exact one not
+            raise ValueError(f"collective direct is checked bit for bit with integer inputs "
+                             f"(inputs 'integers': the owner adds its peers' updates in "
+                             f"arrival order, and exact sums are alike in every order), not "
+                             f"{spec.inputs!r}")
+
+
+def with_remote_windows(nparams, gpus, collective):
+    """``nparams`` with a remote window per other GPU for the direct reduce-scatter."""
+    if collective != "direct":
+        return nparams
+    return dataclasses.replace(nparams, dma=dataclasses.replace(
+        nparams.dma, remote_windows=max(nparams.dma.remote_windows, gpus - 1)))
 
 
 #: The link layer of the rings' nodes when a run asks for one (``linklayer=True``): the
@@ -394,7 +434,7 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                bandwidth=LINK_BANDWIDTH, engines=True, cxx_opt=None, timeline=None,
                mcq_depth=None, l2=None, l2_config=None, geometry=None,
                charge_headers=LINK_CHARGES_HEADERS, linklayer=None, faults=None,
-               reset_gpu=None, recover=False, topology="ring"):
+               reset_gpu=None, recover=False, topology="ring", collective="ring"):
     """Run ``config`` on a ring of ``gpus``; returns the result dict of
     :func:`sim.system.testbench.run_system`.  ``progress(line)`` sees the testbench's progress
     lines.  ``engines``: the GPUs' traffic comes from the GPU-side engines in the ring's RTL
@@ -427,7 +467,11 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     reset while the ring ran"), or with ``recover`` the whole ring is reset and the job run
     again after every output buffer is zeroed (``result["recovered"]`` says why).
     ``topology``: ``"ring"`` or ``"mesh"`` (every GPU linked to every other,
-    :class:`system.fabric.FullMesh`; ``result["mesh"]`` counts what it dropped)."""
+    :class:`system.fabric.FullMesh`; ``result["mesh"]`` counts what it dropped).
+    ``collective``: ``"ring"`` (the ring reduce-scatter, on either topology) or ``"direct"``
+    (a mesh's direct reduce-scatter, paper section 7.1: every GPU's GEMM stores each other
+    GPU's chunk straight into its owner's memory, where the near-memory ALUs add it; the
+    all-gather is the ring's)."""
     import sim.system.testbench as tb
     sim = sim or default_sim()
     check_int("gpus", gpus, 2, MAX_GPUS)
@@ -436,11 +480,12 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                                                 run_formats(spec))
     nparams = with_linklayer(nparams, linklayer)
     fault_ports = check_faults(faults, nparams) if faults else None
-    check_topology(topology, nparams)
+    check_topology(topology, nparams, collective, config, spec, engines)
+    nparams = with_remote_windows(nparams, gpus, collective)
     if reset_gpu is not None:
         check_reset(reset_gpu, gpus, config, engines)
     eparams = engine_params_for(gpus) if engines is True else (engines or None)
-    check_config(spec, gpus, config, params, nparams, eparams, l2_config)
+    check_config(spec, gpus, config, params, nparams, eparams, l2_config, topology, collective)
     wave_format = check_wave(wave, sim, wave_scope, gpus)
     if timeline is not None:
         check_int("timeline", timeline, 50, 1 << 20, note="the sampling period in cycles")
@@ -457,7 +502,8 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                    "engines": eparams.to_dict() if eparams else None,
                    "l2_config": dataclasses.asdict(l2_config) if l2_config else None,
                    "faults": list(fault_ports) if fault_ports else None,
-                   "reset_gpu": reset_gpu, "recover": bool(recover)}
+                   "reset_gpu": reset_gpu, "recover": bool(recover), "topology": topology,
+                   "collective": collective}
     top, make, key = ring_build(gpus, sim, memory_rows=memory_rows, latency=latency,
                                 bandwidth=bandwidth, engines=eparams or False,
                                 mcq_depth=mcq_depth, geometry=(params, nparams),

@@ -24,8 +24,8 @@ import numpy as np
 from l2.config import STATUS as L2_STATUS
 from system.node import node_registers, register_address
 from sim.harness.agents import Bench
-from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_fused,
-                                  map_ring_windows)
+from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_direct,
+                                  configure_fused, map_ring_windows)
 from sim.system.kernels import (AGKernel, ArrivalWatch, CheckKernel, GemmKernel, KernelRunner,
                                 RSKernel)
 from sim.system.port import GPUPort
@@ -127,7 +127,8 @@ class RingHost:
     the phases: :class:`System` with the CU kernels in Python, :class:`EngineSystem` with the
     GPU-side traffic engines."""
 
-    def __init__(self, dut, params, nparams, wl, config, progress=None, extra_regs=None):
+    def __init__(self, dut, params, nparams, wl, config, progress=None, extra_regs=None,
+                 topology="ring", collective="ring"):
         from system.node import block_registers
         from sim.system.driver import Driver
         if config not in CONFIGS + (ISOLATED_RS,):
@@ -137,7 +138,8 @@ class RingHost:
         self.gpus = wl.gpus
         self.cfg = self.cfg_ports(dut)
         self.regs = dict(block_registers(params, nparams), **(extra_regs or {}))
-        self.driver = Driver(params, nparams, self.gpus)
+        self.driver = Driver(params, nparams, self.gpus, topology=topology)
+        self.collective = collective
         self.layout = allocate(self.driver, wl, config)
         self.phases = {}
         est = wl.summary()
@@ -405,10 +407,12 @@ class EngineSystem(RingHost):
     (:mod:`system.engine.model`) through the bulk port, writes its registers, pulses
     ``start`` and waits for ``done``; nothing runs in Python per cycle."""
 
-    def __init__(self, dut, params, nparams, eparams, wl, config, progress=None):
+    def __init__(self, dut, params, nparams, eparams, wl, config, progress=None,
+                 topology="ring", collective="ring"):
         from system.engine.config import engine_registers
         super().__init__(dut, params, nparams, wl, config, progress,
-                         extra_regs={"gpu": engine_registers(params, eparams)})
+                         extra_regs={"gpu": engine_registers(params, eparams)},
+                         topology=topology, collective=collective)
         self.eparams = eparams
         self.partials = [partial_beats(p, params.beat_bytes) for p in wl.partials]
         self.prog = 1 << eparams.local_bits        # the bulk port's program-memory half
@@ -635,9 +639,11 @@ class EngineSystem(RingHost):
             await self.run_phase("rs", steps(rs_steps))
         else:
             policy = "MCA" if self.config == "t3-mca" else "ROUND_ROBIN"
-            configure_fused(self.driver, wl, layout, policy)
+            direct = self.collective == "direct"
+            (configure_direct if direct else configure_fused)(self.driver, wl, layout, policy)
             await self.program()
-            await self.run_phase("gemm_rs", gemm("t3", free=self.config == ISOLATED_RS),
+            await self.run_phase("gemm_rs", gemm("direct" if direct else "t3",
+                                                 free=self.config == ISOLATED_RS),
                                  arrivals=(gpus - 1) * cb, mca=policy == "MCA")
         map_ring_windows(self.driver, wl, "C")
         self.driver.set_arbitration("ROUND_ROBIN")
@@ -683,7 +689,9 @@ async def run_system(dut):
     def make_system():
         if cfg.get("engines"):
             eparams = EngineParams(**cfg["engines"])
-            system = EngineSystem(dut, params, nparams, eparams, wl, cfg["config"], progress)
+            system = EngineSystem(dut, params, nparams, eparams, wl, cfg["config"], progress,
+                                  topology=cfg.get("topology", "ring"),
+                                  collective=cfg.get("collective", "ring"))
         else:
             system = System(dut, params, nparams, wl, cfg["config"], progress)
         if cfg.get("bandwidth"):

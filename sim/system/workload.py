@@ -90,6 +90,12 @@ class GemmSpec:
     #: columns of WGs in a chunk's grid of WGs (:meth:`Workload.grid`); default: the chunk's
     #: tile columns (its own geometry)
     grid_cols: int = None
+    #: ``"normal"``: inputs from a scaled normal distribution; ``"integers"``: from {-1, 0, 1},
+    #: so that every partial is an integer and a sum of partials is exact whenever it stays
+    #: below the type's integer range (:meth:`Workload.order_free`): the direct
+    #: reduce-scatter's owners add their peers' updates in arrival order, which a reference
+    #: cannot know, and exact sums are the same in every order
+    inputs: str = "normal"
 
     def __post_init__(self):
         for field in ("m", "n", "k", "tile_rows", "tile_cols", "wfs_per_wg", "cus"):
@@ -101,6 +107,8 @@ class GemmSpec:
                   note="a GPU's A and B, (m + n) x k elements, at most 2**26")
         if self.dtype not in ("fp16", "fp32"):
             raise ValueError(f"dtype must be 'fp16' or 'fp32', not {self.dtype!r}")
+        if self.inputs not in ("normal", "integers"):
+            raise ValueError(f"inputs must be 'normal' or 'integers', not {self.inputs!r}")
         if self.flops_per_cycle is not None and not self.flops_per_cycle > 0:
             raise ValueError(f"flops_per_cycle must be positive, not {self.flops_per_cycle!r}")
 
@@ -277,13 +285,27 @@ class Workload:
         configuration needs only the schedule)."""
         spec, dt = self.spec, self.dtype
         rng = np.random.default_rng(self.seed)
-        scale = 1.0 / math.sqrt(spec.k)
-        a = [(rng.standard_normal((spec.m, spec.k)) * scale).astype(dt)
-             for _ in range(self.gpus)]
-        b = [rng.standard_normal((spec.k, spec.n)).astype(dt) for _ in range(self.gpus)]
+        if spec.inputs == "integers":
+            a = [rng.integers(-1, 2, (spec.m, spec.k)).astype(dt) for _ in range(self.gpus)]
+            b = [rng.integers(-1, 2, (spec.k, spec.n)).astype(dt) for _ in range(self.gpus)]
+        else:
+            scale = 1.0 / math.sqrt(spec.k)
+            a = [(rng.standard_normal((spec.m, spec.k)) * scale).astype(dt)
+                 for _ in range(self.gpus)]
+            b = [rng.standard_normal((spec.k, spec.n)).astype(dt) for _ in range(self.gpus)]
         partials = [(x.astype(np.float32) @ y.astype(np.float32)).astype(dt)
                      for x, y in zip(a, b)]
         return a, b, partials
+
+    def order_free(self):
+        """Whether every sum of the GPUs' partials, in any order, is exact: the partials are
+        integers and the sum of their magnitudes stays within the element type's exact
+        integers (2**11 for fp16, 2**24 for fp32), element by element."""
+        if self.spec.inputs != "integers":
+            return False
+        limit = {"fp16": 1 << 11, "fp32": 1 << 24}[self.spec.dtype]
+        total = sum(np.abs(p.astype(np.float64)) for p in self.partials)
+        return bool((total <= limit).all())
 
     @functools.cached_property
     def _inputs(self):
