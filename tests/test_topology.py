@@ -26,8 +26,13 @@ def test_the_rings_algorithm_on_a_mesh_is_the_rings_cycle_for_cycle(config, tmp_
                       topology="mesh")
     assert ring["verified"] is True and mesh["verified"] is True
     assert mesh["mesh"] == {"unroutable": 0, "stray": 0} and ring["mesh"] is None
-    for key in ("cycles", "phase_cycles", "dram", "status", "compute_wait"):
+    for key in ("cycles", "phase_cycles", "status", "compute_wait"):
         assert mesh[key] == ring[key], key
+    util = "link_utilization"
+    assert {k: v for k, v in mesh["dram"].items() if k != util} == \
+        {k: v for k, v in ring["dram"].items() if k != util}
+    # the same beats over G (G - 1) links, G of them used
+    assert mesh["dram"][util] == pytest.approx(ring["dram"][util] / (GPUS - 1))
 
 
 @pytest.mark.cocotb
@@ -46,6 +51,7 @@ def test_the_direct_reduce_scatter_on_a_mesh_is_the_gemms_stores(tmp_path, t3_op
     assert d["rs_reads"] == d["rs_writes"] == 0 and d["tracker_peak_occupancy"] == 0
     assert d["gemm_writes"] == GPUS * GPUS * cb
     assert d["link_payload_beats"] == GPUS * (GPUS - 1) * cb
+    assert 0 < d["link_utilization"] <= 1
     assert all(v == 0 for g in r["status"].values() for v in g.values()), r["status"]
 
 

@@ -78,10 +78,11 @@ def dram_accesses(config, sums):
     return dram
 
 
-def link_utilization(phase, gpus, bandwidth, charge_headers=True):
+def link_utilization(phase, gpus, bandwidth, charge_headers=True, links=None):
     """Beats the DMA engines put on the links during ``phase`` (``{"cycles", "delta"}``) as a
-    fraction of what ``gpus`` links of ``bandwidth = (num, den)`` beats per cycle carry: every
+    fraction of what the system's links (``links``; default ``gpus``, a ring's: a full mesh
+    has ``gpus * (gpus - 1)``) of ``bandwidth = (num, den)`` beats per cycle carry: every
     beat, or with ``charge_headers=False`` (headers take no bandwidth) the payload's."""
     busy = sum(d["dma.link_busy" if charge_headers else "dma.beats_sent"]
                for d in phase["delta"])
-    return busy / (phase["cycles"] * gpus * bandwidth[0] / bandwidth[1])
+    return busy / (phase["cycles"] * (links or gpus) * bandwidth[0] / bandwidth[1])

@@ -227,8 +227,10 @@ class RingHost:
             cycles = {"gemm_rs": ph["gemm_rs"]["cycles"]}
             link_phase = gemm_phase = "gemm_rs"
         cycles["ag"] = ph["ag"]["cycles"]
+        mesh = self.driver.topology == "mesh"
         link_util = link_utilization(ph[link_phase], self.gpus, self.bandwidth,
-                                     self.charge_headers)
+                                     self.charge_headers,
+                                     links=self.gpus * (self.gpus - 1) if mesh else self.gpus)
         after = ph["check"]["after"]
         return {
             "config": self.config, "gpus": self.gpus, "workload": dict(
@@ -305,8 +307,8 @@ class System(RingHost):
     """One configuration run with the CU kernels in Python (a port agent per GPU, stepped
     every cycle): the reference for :class:`EngineSystem`."""
 
-    def __init__(self, dut, params, nparams, wl, config, progress=None):
-        super().__init__(dut, params, nparams, wl, config, progress)
+    def __init__(self, dut, params, nparams, wl, config, progress=None, topology="ring"):
+        super().__init__(dut, params, nparams, wl, config, progress, topology=topology)
         self.bench = Bench(dut)
         self.runner = self.bench.add(KernelRunner())
         self.ports = [self.bench.add(GPUPort(dut, g, params)) for g in range(self.gpus)]
@@ -693,7 +695,8 @@ async def run_system(dut):
                                   topology=cfg.get("topology", "ring"),
                                   collective=cfg.get("collective", "ring"))
         else:
-            system = System(dut, params, nparams, wl, cfg["config"], progress)
+            system = System(dut, params, nparams, wl, cfg["config"], progress,
+                            topology=cfg.get("topology", "ring"))
         if cfg.get("bandwidth"):
             system.bandwidth = tuple(cfg["bandwidth"])
         if cfg.get("faults"):
