@@ -21,6 +21,7 @@ floor).
 """
 
 import argparse
+import dataclasses
 import os
 import socket
 import sys
@@ -594,6 +595,13 @@ def cmd_run(args):
     spec, ring = _workload(args)            # sets the ring size a preset implies
     _check_wave(args)
     ring.update(_link_layer_options(args))
+    spec = dataclasses.replace(spec, inputs=args.inputs)
+    ring.update(topology=args.topology, collective=args.collective)
+    from sim.system.run import check_topology
+    try:
+        check_topology(args.topology, args.link_layer, args.collective, args.config, spec)
+    except ValueError as error:
+        raise ValueError(f"--{error}") from None
     print(f"T3 system: {args.gpus} GPUs, {args.config}, workload {spec.name}: "
           f"{spec.m} x {spec.n} x {spec.k} {spec.dtype}")
     print(_scale_line(spec, args.gpus, ring))
@@ -1032,6 +1040,17 @@ def build_parser():
     g.add_argument("--fault-kinds", type=_fault_kinds_arg, default=None,
                    metavar="KIND,...",
                    help="with --link-faults: which faults, of drop, flip, dup (default all)")
+    g = run.add_argument_group("topology and collective (docs/system.md)")
+    g.add_argument("--topology", choices=("ring", "mesh"), default="ring",
+                   help="ring (default), or mesh: every GPU linked to every other by a "
+                        "dedicated link each way (paper section 7.1)")
+    g.add_argument("--collective", choices=("ring", "direct"), default="ring",
+                   help="the reduce-scatter: ring (default, on either topology), or direct "
+                        "(mesh only: each GPU's GEMM stores every other GPU's chunk into its "
+                        "owner's memory; needs --inputs integers)")
+    g.add_argument("--inputs", choices=("normal", "integers"), default="normal",
+                   help="the GEMM's inputs: normal (default), or integers from {-1, 0, 1}, "
+                        "whose sums are exact in any order (the direct collective's check)")
     run.set_defaults(func=cmd_run)
 
     compare = sub.add_parser("compare", help="all configurations: the paper's Figure 16 and "

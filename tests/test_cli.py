@@ -160,6 +160,13 @@ def test_run_refuses_bad_workloads(args, message, capsys):
     (["paper", "--configs", ""], "t3: error: configs: '' is not one of sequential, t3"),
     (["sweep", "--vary", "k=64", "--configs", ""], "t3: error: configs: '' is not one of"),
     (["run", "--trace", "{tmp}/t.perfetto"], "argument --trace: must end in .json"),
+    (["run", "--collective", "direct"], "t3: error: --collective direct needs a link to "
+                                        "every GPU: topology must be mesh, not 'ring'"),
+    (["run", "--topology", "mesh", "--collective", "direct"],
+     "t3: error: --collective direct is checked bit for bit with integer inputs"),
+    (["run", "--topology", "mesh", "--link-layer"],
+     "t3: error: --topology mesh has no link layer: linklayer must be off"),
+    (["run", "--topology", "torus"], "argument --topology: invalid choice: 'torus'"),
     (["run", "--preset", "T-NLG-OP-TP8", "--gpus", "4"],
      "t3: error: --gpus 4: preset T-NLG-OP-TP8 runs on a ring of its TP degree, 8 GPUs"),
     (["paper", "--scheduler", "localhost"], "argument --scheduler: must be a Dask scheduler's "

@@ -325,12 +325,14 @@ def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
 COLLECTIVES = ("ring", "direct")
 
 
-def check_topology(topology, nparams, collective="ring", config="t3", spec=None, engines=True):
-    """Refuse a topology or collective the system does not build or run, naming the field."""
+def check_topology(topology, linklayer=False, collective="ring", config="t3", spec=None,
+                   engines=True):
+    """Refuse a topology or collective the system does not build or run, naming the field
+    (``linklayer``: whether the nodes have a link layer)."""
     from system.ring import TOPOLOGIES
     if topology not in TOPOLOGIES:
         raise ValueError(f"topology must be one of {', '.join(TOPOLOGIES)}, not {topology!r}")
-    if topology == "mesh" and nparams.linklayer is not None:
+    if topology == "mesh" and linklayer:
         raise ValueError("topology mesh has no link layer: linklayer must be off")
     if collective not in COLLECTIVES:
         raise ValueError(f"collective must be one of {', '.join(COLLECTIVES)}, not "
@@ -480,7 +482,7 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                                                 run_formats(spec))
     nparams = with_linklayer(nparams, linklayer)
     fault_ports = check_faults(faults, nparams) if faults else None
-    check_topology(topology, nparams, collective, config, spec, engines)
+    check_topology(topology, nparams.linklayer is not None, collective, config, spec, engines)
     nparams = with_remote_windows(nparams, gpus, collective)
     if reset_gpu is not None:
         check_reset(reset_gpu, gpus, config, engines)
