@@ -621,8 +621,10 @@ def cmd_run(args):
                            "error": str(error)[-3000:]}, f, indent=1)
         return 1
     _print_result(r)
+    reference = "the numpy sum (exact: alike in any order)" if args.collective == "direct" \
+        else "the ring-ordered numpy reference"
     print(f"  verified   {'yes' if r['verified'] else 'NO'}: every GPU's output chunks equal "
-          f"the ring-ordered numpy reference bit for bit")
+          f"{reference} bit for bit")
     if args.wave:
         from sim.system.waves import write as write_save
         save = write_save(r, args.wave_scope)
