@@ -749,3 +749,51 @@ def test_the_direct_configuration_fits_every_mesh(gpus):
         with pytest.raises(ValueError, match=r"^GPU 0 already has 1 remote window, all its "
                                              r"DMA engine has \(remote_windows\)"):
             configure_direct(few, wl, allocate(few, wl), "MCA")
+
+
+@pytest.mark.parametrize("gpus", [2, 3, 4, 8])
+def test_the_sequential_direct_reduce_scatter_sums_every_chunk_at_its_owner(gpus):
+    """The Sequential baseline of the direct reduce-scatter, played on a model of the GPUs'
+    memories (each beat a multiset of the (GPU, beat of C) partials it holds): the copy steps
+    through :func:`map_direct_windows`'s windows put each sender's chunk into its own slot at
+    the owner (no two senders in one slot, every slot filled before the reduce's first step
+    may start, by its arrival count), and the reduce passes leave each GPU's own chunk holding
+    every GPU's partial of it once."""
+    from collections import Counter
+    from system.engine.model import direct_rs_steps
+    from sim.system.configure import map_direct_windows
+    from sim.system.driver import REMOTE_SPACE
+    spec = GemmSpec(m=32, n=16 * gpus, k=32, wfs_per_wg=2)
+    wl = Workload(spec, gpus, P)
+    nparams = dataclasses.replace(NP, dma=dataclasses.replace(NP.dma, remote_windows=15))
+    driver = Driver(P, nparams, gpus, topology="mesh")
+    layout = allocate(driver, wl)
+    map_direct_windows(driver, wl)
+    beat, cb = P.beat_bytes, layout["chunk_beats"]
+    c_base = layout["C"].base
+    # every GPU's C holds its own partial of every chunk
+    mem = [{c_base + i * beat: Counter([(g, i)]) for i in range(gpus * cb)}
+           for g in range(gpus)]
+    arrived = [0] * gpus
+    programs = [direct_rs_steps(wl, g, layout, REMOTE_SPACE) for g in range(gpus)]
+    copies = [[s for s in p if s.y is None] for p in programs]
+    reduces = [[s for s in p if s.y is not None] for p in programs]
+    assert [len(c) for c in copies] == [len(r) for r in reduces]  # as many slices each
+    for g in range(gpus):
+        for s in copies[g]:
+            assert s.z >= REMOTE_SPACE and s.wait_arrivals == 0
+            (w,) = [w for w in driver.remote(g) if w.src_base <= s.z < w.src_base + w.size]
+            for i in range(s.n):
+                dst = w.dst_base + s.z - w.src_base + i * beat
+                assert dst not in mem[w.dst_gpu], f"GPU {g} overwrites {dst:#x}"
+                mem[w.dst_gpu][dst] = Counter(mem[g][s.x + i * beat])
+                arrived[w.dst_gpu] += 1
+    for g in range(gpus):
+        assert arrived[g] == (gpus - 1) * cb == reduces[g][0].wait_arrivals
+        for s in reduces[g]:
+            assert s.z == s.x < REMOTE_SPACE
+            for i in range(s.n):
+                mem[g][s.z + i * beat] = mem[g][s.x + i * beat] + mem[g][s.y + i * beat]
+        for i in range(cb):
+            want = Counter((h, g * cb + i) for h in range(gpus))
+            assert mem[g][c_base + (g * cb + i) * beat] == want, (g, i)

@@ -4,7 +4,7 @@ baseline's reduce-scatter and of the all-gather."""
 
 
 __all__ = ["CONFIGS", "ISOLATED_RS", "allocate", "configure_fused", "configure_direct",
-           "map_ring_windows"]
+           "map_ring_windows", "map_direct_windows"]
 
 
 #: The configurations of paper section 5.3 that run on the hardware.
@@ -111,3 +111,20 @@ def map_ring_windows(driver, wl, buffer):
                           driver.buffer(dst, buffer).whole())
 
 
+
+
+def map_direct_windows(driver, wl):
+    """The Sequential direct reduce-scatter's remote windows (a full mesh): on every GPU ``g``,
+    for each other GPU ``c``, its receive slot ``direct_slot(c, g)`` of ``R`` onto GPU ``c``'s
+    slot ``direct_slot(g, c)`` (:func:`system.engine.model.direct_rs_steps`), a window each."""
+    from system.engine.model import direct_slot
+    driver.remote_unmap()
+    driver.dma_unmap()
+    gpus, nc = wl.gpus, wl.chunk_cols
+    for g in range(gpus):
+        here = driver.buffer(g, "R")
+        for c in range(gpus):
+            if c != g:
+                driver.remote_map(here.cols_range(direct_slot(c, g, gpus) * nc, nc), c,
+                                  driver.buffer(c, "R").cols_range(direct_slot(g, c, gpus) * nc,
+                                                                   nc))

@@ -341,9 +341,6 @@ def check_topology(topology, linklayer=False, collective="ring", config="t3", sp
         if topology != "mesh":
             raise ValueError(f"collective direct needs a link to every GPU: topology must be "
                              f"mesh, not {topology!r}")
-        if config not in ("t3", "t3-mca"):
-            raise ValueError(f"collective direct runs T3's fused configurations (t3, t3-mca), "
-                             f"not {config!r}")
         if not engines:
             raise ValueError("collective direct runs on the GPU-side engines (engines=True)")
         if spec is not None and spec.inputs != "integers":

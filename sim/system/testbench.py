@@ -25,7 +25,7 @@ from l2.config import STATUS as L2_STATUS
 from system.node import node_registers, register_address
 from sim.harness.agents import Bench
 from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_direct,
-                                  configure_fused, map_ring_windows)
+                                  configure_fused, map_direct_windows, map_ring_windows)
 from sim.system.kernels import (AGKernel, ArrivalWatch, CheckKernel, GemmKernel, KernelRunner,
                                 RSKernel)
 from sim.system.port import GPUPort
@@ -34,8 +34,8 @@ from sim.system.results import (COUNTERS, L2_COUNTERS, LINK_LAYER_COUNTERS, comp
 from sim.system.driver import ETYPES, REMOTE_SPACE
 from sim.system.workload import LINK_BANDWIDTH, GemmSpec, Workload, ring_reference
 from system.engine.config import EngineParams
-from system.engine.model import (ag_steps, gemm_program, pack_step, pack_wg, partial_beats,
-                                 program_beats, read_steps, rs_steps)
+from system.engine.model import (ag_steps, direct_rs_steps, gemm_program, pack_step, pack_wg,
+                                 partial_beats, program_beats, read_steps, rs_steps)
 
 
 __all__ = ["System", "EngineSystem", "GPUReset", "run_system"]
@@ -636,9 +636,14 @@ class EngineSystem(RingHost):
             self.driver.set_arbitration("ROUND_ROBIN")
             await self.program()
             await self.run_phase("gemm", gemm("sequential"))
-            map_ring_windows(self.driver, wl, "R")
-            await self.program()
-            await self.run_phase("rs", steps(rs_steps))
+            if self.collective == "direct":
+                map_direct_windows(self.driver, wl)
+                await self.program()
+                await self.run_phase("rs", steps(direct_rs_steps))
+            else:
+                map_ring_windows(self.driver, wl, "R")
+                await self.program()
+                await self.run_phase("rs", steps(rs_steps))
         else:
             policy = "MCA" if self.config == "t3-mca" else "ROUND_ROBIN"
             direct = self.collective == "direct"

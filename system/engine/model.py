@@ -22,7 +22,8 @@ from .config import MAX_WFS, OFFSET_BITS, Z_CAPTURE, Z_STORE, desc_beats, step_l
     wg_layout
 
 
-__all__ = ["WGDesc", "Step", "GemmProgram", "gemm_program", "rs_steps", "ag_steps",
+__all__ = ["WGDesc", "Step", "GemmProgram", "gemm_program", "rs_steps", "direct_rs_steps",
+           "direct_slot", "ag_steps",
            "read_steps", "pack_wg", "pack_step", "program_beats", "gemm_requests", "run_steps",
            "partial_beats"]
 
@@ -166,6 +167,48 @@ def rs_steps(wl, g, layout, remote_space, slice_beats=SLICE_BEATS):
             off = first * beat
             steps.append(Step(end - first, x + off, z + off, None if y is None else y + off,
                               wait_arrivals=(j - 2) * cb + end if j >= 2 else 0))
+    return steps
+
+
+def direct_slot(sender, owner, gpus):
+    """The receive slot (0..G-2, of ``R``) into which the Sequential direct reduce-scatter
+    puts ``sender``'s partial of ``owner``'s chunk on ``owner``."""
+    if sender == owner:
+        raise ValueError(f"GPU {owner} sends itself nothing")
+    return (sender - owner - 1) % gpus
+
+
+def direct_rs_steps(wl, g, layout, remote_space, slice_beats=SLICE_BEATS):
+    """The Sequential baseline of the direct reduce-scatter on a full mesh (paper section 7.1)
+    on GPU ``g``'s CUs: first a copy of each other GPU ``c``'s chunk of ``g``'s partial into
+    its slot :func:`direct_slot` ``(g, c)`` of ``R`` on GPU ``c`` (GPU ``g + t`` at step
+    ``t``, so each GPU receives from one sender a step); then, once all ``G - 1`` chunks have
+    arrived (the arrival counter counts every sender's beats together, so no slot can be
+    waited for alone), ``G - 1`` passes that add slot ``k`` to its own chunk in place.  The
+    remote window through which ``g`` reaches ``c``'s slot is its own slot
+    ``direct_slot(c, g)`` of ``R`` (:func:`sim.system.configure.map_direct_windows`).  Slice
+    by slice (:data:`SLICE_BEATS`); a slice ends with a drain, so a pass reads the sum the
+    pass before stored."""
+    beat = wl.params.beat_bytes
+    cb = layout["chunk_beats"]
+    chunk_bytes = cb * beat
+    c_buf, recv = layout["C"], layout["R"]
+    gpus = wl.gpus
+    own = c_buf.base + g * chunk_bytes
+    steps = []
+    for t in range(1, gpus):
+        c = (g + t) % gpus
+        x = c_buf.base + c * chunk_bytes
+        z = remote_space + recv.base + direct_slot(c, g, gpus) * chunk_bytes
+        for first, end in slices(cb, slice_beats):
+            off = first * beat
+            steps.append(Step(end - first, x + off, z + off))
+    for k in range(gpus - 1):
+        y = recv.base + k * chunk_bytes
+        for first, end in slices(cb, slice_beats):
+            off = first * beat
+            steps.append(Step(end - first, own + off, own + off, y + off,
+                              wait_arrivals=(gpus - 1) * cb if k == 0 else 0))
     return steps
 
 
