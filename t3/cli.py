@@ -595,13 +595,7 @@ def cmd_run(args):
     spec, ring = _workload(args)            # sets the ring size a preset implies
     _check_wave(args)
     ring.update(_link_layer_options(args))
-    spec = dataclasses.replace(spec, inputs=args.inputs)
-    ring.update(topology=args.topology, collective=args.collective)
-    from sim.system.run import check_topology
-    try:
-        check_topology(args.topology, args.link_layer, args.collective, args.config, spec)
-    except ValueError as error:
-        raise ValueError(f"--{error}") from None
+    spec = _topology(args, spec, ring)
     print(f"T3 system: {args.gpus} GPUs, {args.config}, workload {spec.name}: "
           f"{spec.m} x {spec.n} x {spec.k} {spec.dtype}")
     print(_scale_line(spec, args.gpus, ring))
@@ -648,10 +642,25 @@ def cmd_run(args):
     return 0 if r["verified"] else 1
 
 
+def _topology(args, spec, ring):
+    """``spec`` with ``--inputs``; ``ring`` gains ``--topology`` and ``--collective``, refused
+    in one line naming the option before any output."""
+    from sim.system.run import check_topology
+    spec = dataclasses.replace(spec, inputs=args.inputs)
+    ring.update(topology=args.topology, collective=args.collective)
+    try:
+        check_topology(args.topology, getattr(args, "link_layer", False), args.collective,
+                       spec)
+    except ValueError as error:
+        raise ValueError(f"--{error}") from None
+    return spec
+
+
 def cmd_compare(args):
     import json
     from sim.system.compare import figure16_lines, figure18_lines, plot, run_all
     spec, ring = _workload(args)
+    spec = _topology(args, spec, ring)
     print(f"T3 compare: {args.gpus} GPUs, workload {spec.name}: {spec.m} x {spec.n} x "
           f"{spec.k} {spec.dtype}")
     print(_scale_line(spec, args.gpus, ring), flush=True)
@@ -907,6 +916,20 @@ def cmd_bench(args):
     return bench.main(sims=args.sims.split(",") if args.sims else None, synth=not args.no_synth)
 
 
+def _topology_args(parser):
+    g = parser.add_argument_group("topology and collective (docs/collectives.md)")
+    g.add_argument("--topology", choices=("ring", "mesh"), default="ring",
+                   help="ring (default), or mesh: every GPU linked to every other by a "
+                        "dedicated link each way (paper section 7.1)")
+    g.add_argument("--collective", choices=("ring", "direct"), default="ring",
+                   help="the reduce-scatter: ring (default, on either topology), or direct "
+                        "(mesh only: each GPU's GEMM stores every other GPU's chunk into its "
+                        "owner's memory; needs --inputs integers)")
+    g.add_argument("--inputs", choices=("normal", "integers"), default="normal",
+                   help="the GEMM's inputs: normal (default), or integers from {-1, 0, 1}, "
+                        "whose sums are exact in any order (the direct collective's check)")
+
+
 def _timeline_period_arg(parser, what):
     """``--timeline-period``: the cycles between a run's timeline samples (50 to 2^20)."""
     parser.add_argument("--timeline-period", type=_int_arg(50, 1 << 20), default=500,
@@ -1042,17 +1065,7 @@ def build_parser():
     g.add_argument("--fault-kinds", type=_fault_kinds_arg, default=None,
                    metavar="KIND,...",
                    help="with --link-faults: which faults, of drop, flip, dup (default all)")
-    g = run.add_argument_group("topology and collective (docs/system.md)")
-    g.add_argument("--topology", choices=("ring", "mesh"), default="ring",
-                   help="ring (default), or mesh: every GPU linked to every other by a "
-                        "dedicated link each way (paper section 7.1)")
-    g.add_argument("--collective", choices=("ring", "direct"), default="ring",
-                   help="the reduce-scatter: ring (default, on either topology), or direct "
-                        "(mesh only: each GPU's GEMM stores every other GPU's chunk into its "
-                        "owner's memory; needs --inputs integers)")
-    g.add_argument("--inputs", choices=("normal", "integers"), default="normal",
-                   help="the GEMM's inputs: normal (default), or integers from {-1, 0, 1}, "
-                        "whose sums are exact in any order (the direct collective's check)")
+    _topology_args(run)
     run.set_defaults(func=cmd_run)
 
     compare = sub.add_parser("compare", help="all configurations: the paper's Figure 16 and "
@@ -1065,6 +1078,7 @@ def build_parser():
                          help="write every configuration's run as one trace for Perfetto or "
                               "chrome://tracing, side by side (t3 run --trace's tracks)")
     _timeline_period_arg(compare, "--trace's samples")
+    _topology_args(compare)
     compare.set_defaults(func=cmd_compare)
 
     paper = sub.add_parser("paper", help="the paper's evaluation on the RTL: Figures 16 and 18 "

@@ -167,6 +167,11 @@ def test_run_refuses_bad_workloads(args, message, capsys):
     (["run", "--topology", "mesh", "--link-layer"],
      "t3: error: --topology mesh has no link layer: linklayer must be off"),
     (["run", "--topology", "torus"], "argument --topology: invalid choice: 'torus'"),
+    (["compare", "--topology", "mesh", "--collective", "direct"],
+     "t3: error: --collective direct is checked bit for bit with integer inputs"),
+    (["compare", "--collective", "direct", "--inputs", "integers"],
+     "t3: error: --collective direct needs a link to every GPU: topology must be mesh, not "
+     "'ring'"),
     (["run", "--preset", "T-NLG-OP-TP8", "--gpus", "4"],
      "t3: error: --gpus 4: preset T-NLG-OP-TP8 runs on a ring of its TP degree, 8 GPUs"),
     (["paper", "--scheduler", "localhost"], "argument --scheduler: must be a Dask scheduler's "

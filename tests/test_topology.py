@@ -7,6 +7,7 @@ every phase's cycles must be the ring's.  And the refusals, before any build.
 
 import pytest
 
+from sim.system.compare import run_all
 from sim.system.run import run_config
 from sim.system.workload import GemmSpec
 
@@ -56,24 +57,31 @@ def test_the_direct_reduce_scatter_on_a_mesh_is_the_gemms_stores(tmp_path, t3_op
 
 
 @pytest.mark.cocotb
-def test_the_direct_reduce_scatters_sequential_baseline_copies_then_adds(tmp_path, t3_options):
-    """The direct reduce-scatter's Sequential baseline (:func:`direct_rs_steps`): the GEMM's
-    plain stores, then the CUs copy each other GPU's chunk into its slot at the owner and add
-    the G - 1 slots into the owner's chunk, two operands a pass: bit-exact, and per GPU
-    (G - 1) chunks read and sent, G - 1 received, and G - 1 passes reading two chunks and
-    writing one; slower than T3's direct reduce-scatter, which has no such accesses."""
+def test_the_direct_reduce_scatters_baselines(tmp_path, t3_options):
+    """``t3 compare``'s runs of the direct reduce-scatter.  Its Sequential baseline
+    (:func:`system.engine.model.direct_rs_steps`): the GEMM's plain stores, then the CUs copy
+    each other GPU's chunk into its slot at the owner and add the G - 1 slots into the owner's
+    chunk, two operands a pass: per GPU (G - 1) chunks read and sent, G - 1 received, G - 1
+    passes reading two chunks and writing one.  T3 and T3-MCA: no access by the collective.
+    The isolated RS (``rs-nmc``): the GEMM's stores alone, no reads.  All bit-exact, T3 faster
+    than Sequential, and neither faster than its ideal."""
+    from sim.system.compare import speedups
     spec = GemmSpec(n=16 * GPUS, inputs="integers", **SMALL)
-    r = run_config(spec, GPUS, "sequential", topology="mesh", collective="direct",
-                   build_dir=tmp_path, seed=t3_options.seed)
-    assert r["verified"] is True and r["mesh"] == {"unroutable": 0, "stray": 0}
+    results = run_all(spec, GPUS, seed=t3_options.seed, topology="mesh", collective="direct")
+    assert all(r["verified"] is True for r in results.values())
     cb, g1 = chunk_beats(spec, GPUS), GPUS - 1
-    d = r["dram"]
-    assert d["rs_reads"] == GPUS * (g1 * cb + 2 * g1 * cb)
-    assert d["rs_writes"] == GPUS * (g1 * cb + g1 * cb)
-    assert d["gemm_writes"] == GPUS * GPUS * cb
-    t3 = run_config(spec, GPUS, "t3", topology="mesh", collective="direct",
-                    build_dir=tmp_path / "t3", seed=t3_options.seed)
-    assert t3["cycles"] < r["cycles"]
+    seq = results["sequential"]["dram"]
+    assert seq["rs_reads"] == GPUS * (g1 * cb + 2 * g1 * cb)
+    assert seq["rs_writes"] == GPUS * (g1 * cb + g1 * cb)
+    assert seq["gemm_writes"] == GPUS * GPUS * cb
+    for config in ("t3", "t3-mca", "rs-nmc"):
+        d = results[config]["dram"]
+        assert d["rs_reads"] == d["rs_writes"] == 0, config
+        assert d["gemm_writes"] == GPUS * GPUS * cb, config
+    assert results["rs-nmc"]["dram"]["gemm_reads"] == 0
+    s = speedups(results)
+    assert s["T3"][1] > 1 and s["T3-MCA"][1] > 1
+    assert s["Ideal-RS+NMC"][0] <= min(s["T3"][0], s["T3-MCA"][0])
 
 
 def test_a_bad_topology_is_refused_by_name():

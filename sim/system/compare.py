@@ -22,7 +22,8 @@ CATEGORIES = ("gemm_reads", "gemm_writes", "rs_reads", "rs_writes", "ag_reads", 
 def run_all(spec, gpus, *, sim=None, seed=1, progress=None, **ring):
     """``{config: result}`` for every configuration and the isolated RS with NMC.  ``ring``:
     :func:`sim.system.run.run_config`'s ring settings (``memory_rows``, ``latency``,
-    ``engines``, ``l2``, ``l2_config``), e.g. :func:`sim.system.run.preset_setup`'s."""
+    ``engines``, ``l2``, ``l2_config``, ``topology``, ``collective``), e.g.
+    :func:`sim.system.run.preset_setup`'s."""
     from sim.system.run import (check_config, engine_params_for, memory_rows_for, run_formats,
                                 system_params)
     params, nparams = system_params(ring.get("memory_rows") or memory_rows_for(gpus),
@@ -30,7 +31,8 @@ def run_all(spec, gpus, *, sim=None, seed=1, progress=None, **ring):
     engines = ring.get("engines", engine_params_for(gpus))
     for config in CONFIGS + (ISOLATED_RS,):     # refuse a bad workload before the first run
         check_config(spec, gpus, config, params, nparams, engines or None,
-                     ring.get("l2_config"))
+                     ring.get("l2_config"), ring.get("topology", "ring"),
+                     ring.get("collective", "ring"))
     results = {}
     for config in CONFIGS + (ISOLATED_RS,):
         if progress:

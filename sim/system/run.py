@@ -213,7 +213,7 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
     naming the field before any simulator starts."""
     from sim.system.driver import Driver
     from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_direct,
-                                      configure_fused, map_ring_windows)
+                                      configure_fused, map_direct_windows, map_ring_windows)
     from sim.system.workload import Workload
     if config not in CONFIGS + (ISOLATED_RS,):
         raise ValueError(f"config must be one of {CONFIGS}, not {config!r}")
@@ -225,15 +225,17 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
     if collective == "direct" and not wl.order_free():
         raise ValueError(f"collective direct: the partials' sums pass {spec.dtype}'s exact "
                          f"integers (a smaller k, or fp32), so their order would matter")
-    driver = Driver(params, nparams, gpus, topology=topology)
+    driver = Driver(params, with_remote_windows(nparams, gpus, collective), gpus,
+                    topology=topology)
     layout = allocate(driver, wl, config)
     if nparams.l2 is not None:
         driver.set_l2(l2_config or SYSTEM_L2_CONFIG)
     elif l2_config is not None:
         raise ValueError("l2_config: the nodes have no L2 (l2 is None)")
-    if collective == "direct":
+    if collective == "direct" and config == "sequential":
+        map_direct_windows(driver, wl)
+    elif collective == "direct":
         configure_direct(driver, wl, layout, "MCA" if config == "t3-mca" else "ROUND_ROBIN")
-        map_ring_windows(driver, wl, "C")
     elif config != "sequential":
         configure_fused(driver, wl, layout, "MCA" if config == "t3-mca" else "ROUND_ROBIN")
     map_ring_windows(driver, wl, "R")
@@ -325,8 +327,7 @@ def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
 COLLECTIVES = ("ring", "direct")
 
 
-def check_topology(topology, linklayer=False, collective="ring", config="t3", spec=None,
-                   engines=True):
+def check_topology(topology, linklayer=False, collective="ring", spec=None, engines=True):
     """Refuse a topology or collective the system does not build or run, naming the field
     (``linklayer``: whether the nodes have a link layer)."""
     from system.ring import TOPOLOGIES
@@ -479,7 +480,7 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                                                 run_formats(spec))
     nparams = with_linklayer(nparams, linklayer)
     fault_ports = check_faults(faults, nparams) if faults else None
-    check_topology(topology, nparams.linklayer is not None, collective, config, spec, engines)
+    check_topology(topology, nparams.linklayer is not None, collective, spec, engines)
     nparams = with_remote_windows(nparams, gpus, collective)
     if reset_gpu is not None:
         check_reset(reset_gpu, gpus, config, engines)
