@@ -615,9 +615,11 @@ def cmd_run(args):
                            "error": str(error)[-3000:]}, f, indent=1)
         return 1
     _print_result(r)
-    reference = "the numpy sum (exact: alike in any order)" if args.collective == "direct" \
-        else "the ring-ordered numpy reference"
-    print(f"  verified   {'yes' if r['verified'] else 'NO'}: every GPU's output chunks equal "
+    what, reference = {
+        "direct": ("output chunks", "the numpy sum (exact: alike in any order)"),
+        "all-to-all": ("own chunk and received slots", "the GEMM outputs they copy")}.get(
+        args.collective, ("output chunks", "the ring-ordered numpy reference"))
+    print(f"  verified   {'yes' if r['verified'] else 'NO'}: every GPU's {what} equal "
           f"{reference} bit for bit")
     if args.wave:
         from sim.system.waves import write as write_save
@@ -921,10 +923,12 @@ def _topology_args(parser):
     g.add_argument("--topology", choices=("ring", "mesh"), default="ring",
                    help="ring (default), or mesh: every GPU linked to every other by a "
                         "dedicated link each way (paper section 7.1)")
-    g.add_argument("--collective", choices=("ring", "direct"), default="ring",
-                   help="the reduce-scatter: ring (default, on either topology), or direct "
-                        "(mesh only: each GPU's GEMM stores every other GPU's chunk into its "
-                        "owner's memory; needs --inputs integers)")
+    g.add_argument("--collective", choices=("ring", "direct", "all-to-all"), default="ring",
+                   help="ring (default: the ring reduce-scatter, on either topology), direct "
+                        "(the direct reduce-scatter, mesh only: each GPU's GEMM stores every "
+                        "other GPU's chunk into its owner's memory; needs --inputs integers), "
+                        "or all-to-all (mesh only: each other GPU's chunk sent to it, not "
+                        "written locally; no all-gather)")
     g.add_argument("--inputs", choices=("normal", "integers"), default="normal",
                    help="the GEMM's inputs: normal (default), or integers from {-1, 0, 1}, "
                         "whose sums are exact in any order (the direct collective's check)")

@@ -169,6 +169,9 @@ def test_run_refuses_bad_workloads(args, message, capsys):
     (["run", "--topology", "torus"], "argument --topology: invalid choice: 'torus'"),
     (["compare", "--topology", "mesh", "--collective", "direct"],
      "t3: error: --collective direct is checked bit for bit with integer inputs"),
+    (["run", "--collective", "all-to-all"], "t3: error: --collective all-to-all needs a "
+                                            "link to every GPU: topology must be mesh, not "
+                                            "'ring'"),
     (["compare", "--collective", "direct", "--inputs", "integers"],
      "t3: error: --collective direct needs a link to every GPU: topology must be mesh, not "
      "'ring'"),

@@ -797,3 +797,39 @@ def test_the_sequential_direct_reduce_scatter_sums_every_chunk_at_its_owner(gpus
         for i in range(cb):
             want = Counter((h, g * cb + i) for h in range(gpus))
             assert mem[g][c_base + (g * cb + i) * beat] == want, (g, i)
+
+
+@pytest.mark.parametrize("gpus", [2, 3, 4, 16])
+def test_the_all_to_all_sends_each_chunk_into_its_own_slot_at_its_owner(gpus):
+    """The all-to-all's set-up (:func:`configure_all_to_all`): every GPU's window for chunk
+    ``c`` lands in GPU ``c``'s ``R``, in the slot the host reads back as that sender's; no two
+    senders share a slot; the GEMM program sends every other chunk as remote plain stores and
+    writes only its own chunk locally; refused on a ring by name."""
+    from system.engine.model import direct_slot, gemm_program
+    from sim.system.configure import configure_all_to_all
+    from sim.system.driver import REMOTE_SPACE
+    spec = GemmSpec(m=32, n=16 * gpus, k=32, wfs_per_wg=2)
+    wl = Workload(spec, gpus, P)
+    nparams = dataclasses.replace(NP, dma=dataclasses.replace(NP.dma, remote_windows=15))
+    driver = Driver(P, nparams, gpus, topology="mesh")
+    layout = allocate(driver, wl)
+    configure_all_to_all(driver, wl, layout, "MCA")
+    cb = layout["chunk_beats"] * P.beat_bytes
+    c_base, r_base = layout["C"].base, layout["R"].base
+    landed = set()
+    for g in range(gpus):
+        assert driver.regions(g) == [] and driver.commands(g) == []
+        for w in driver.remote(g):
+            c = w.dst_gpu
+            assert w.src_base == REMOTE_SPACE + c_base + c * cb and w.size == cb
+            assert w.dst_base == r_base + direct_slot(g, c, gpus) * cb
+            landed.add((c, w.dst_base))
+        assert driver.register_writes(g, block_registers(P, driver.nparams))
+        program = gemm_program(wl, g, layout, "all-to-all", REMOTE_SPACE)
+        assert not any(d.tracked or d.update for d in program.wgs)
+        assert sum(d.remote for d in program.wgs) == len(program.wgs) * (gpus - 1) // gpus
+    assert len(landed) == gpus * (gpus - 1)
+    ring = Driver(P, nparams, gpus)
+    with pytest.raises(ValueError, match=r"^the all-to-all needs a link to every GPU: topology "
+                                         r"must be mesh, not 'ring'$"):
+        configure_all_to_all(ring, wl, allocate(ring, wl), "MCA")

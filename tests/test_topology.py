@@ -84,6 +84,32 @@ def test_the_direct_reduce_scatters_baselines(tmp_path, t3_options):
     assert s["Ideal-RS+NMC"][0] <= min(s["T3"][0], s["T3-MCA"][0])
 
 
+@pytest.mark.cocotb
+def test_the_all_to_all_sends_each_chunk_to_its_owner(tmp_path, t3_options):
+    """``t3 compare``'s runs of the all-to-all (paper sections 7.1 and 7.2): T3's GEMM stores
+    every other GPU's chunk straight into its slot at that GPU and not locally (G chunks
+    written per GPU, G - 1 of them remote; no access by the collective, no Tracker entry);
+    the Sequential baseline's CUs copy them after the GEMM (G - 1 chunks read and received per
+    GPU).  No all-gather follows.  Every GPU's own chunk and slots are exact copies of the
+    GEMMs' outputs, whatever the inputs."""
+    spec = GemmSpec(n=16 * GPUS, **SMALL)
+    results = run_all(spec, GPUS, seed=t3_options.seed, topology="mesh",
+                      collective="all-to-all")
+    assert all(r["verified"] is True for r in results.values())
+    cb, g1 = chunk_beats(spec, GPUS), GPUS - 1
+    for config, r in results.items():
+        d = r["dram"]
+        assert "ag" not in r["phase_cycles"] and d["ag_reads"] == d["ag_writes"] == 0
+        assert d["gemm_writes"] == GPUS * GPUS * cb, config
+        assert d["link_payload_beats"] == GPUS * g1 * cb, config
+        assert r["mesh"] == {"unroutable": 0, "stray": 0}
+        want = (GPUS * g1 * cb,) * 2 if config == "sequential" else (0, 0)
+        assert (d["rs_reads"], d["rs_writes"]) == want, config
+        assert d["tracker_peak_occupancy"] == 0
+        assert all(v == 0 for g in r["status"].values() for v in g.values()), r["status"]
+    assert results["t3"]["cycles"] < results["sequential"]["cycles"]
+
+
 def test_a_bad_topology_is_refused_by_name():
     with pytest.raises(ValueError, match=r"^topology must be one of ring, mesh, not 'torus'$"):
         run_config(SPEC, GPUS, "t3", topology="torus")
@@ -99,5 +125,9 @@ def test_a_bad_topology_is_refused_by_name():
     with pytest.raises(ValueError, match=r"^collective direct is checked bit for bit with "
                                          r"integer inputs"):
         run_config(SPEC, GPUS, "t3", topology="mesh", collective="direct")
-    with pytest.raises(ValueError, match=r"^collective must be one of ring, direct, not 'tree'"):
+    with pytest.raises(ValueError, match=r"^collective all-to-all needs a link to every GPU: "
+                                         r"topology must be mesh, not 'ring'$"):
+        run_config(SPEC, GPUS, "t3", collective="all-to-all")
+    with pytest.raises(ValueError, match=r"^collective must be one of ring, direct, all-to-all, "
+                                         r"not 'tree'"):
         run_config(SPEC, GPUS, "t3", collective="tree")

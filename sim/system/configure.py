@@ -4,7 +4,7 @@ baseline's reduce-scatter and of the all-gather."""
 
 
 __all__ = ["CONFIGS", "ISOLATED_RS", "allocate", "configure_fused", "configure_direct",
-           "map_ring_windows", "map_direct_windows"]
+           "configure_all_to_all", "map_ring_windows", "map_direct_windows"]
 
 
 #: The configurations of paper section 5.3 that run on the hardware.
@@ -97,6 +97,28 @@ def configure_direct(driver, wl, layout, policy):
             if c != g:
                 driver.remote_map(c_here.cols_range(c * nc, nc), c,
                                   driver.buffer(c, "C").cols_range(c * nc, nc))
+    driver.set_arbitration(policy, auto_threshold=policy == "MCA")
+
+
+def configure_all_to_all(driver, wl, layout, policy):
+    """The all-to-all on a full mesh (paper sections 7.1 and 7.2, expert parallelism): every
+    GPU ``g`` ``remote_map``s each other GPU ``c``'s chunk of its output to ``g``'s slot
+    :func:`system.engine.model.direct_slot` ``(g, c)`` of ``R`` on GPU ``c`` (a remote window
+    each), so the GEMM's stores of that chunk go to its owner and are not written locally;
+    ``g``'s own chunk stays in its ``C``.  No Tracker region, no DMA command.  And the
+    arbiter's policy."""
+    from system.engine.model import direct_slot
+    gpus, nc = wl.gpus, wl.chunk_cols
+    if driver.topology != "mesh":
+        raise ValueError("the all-to-all needs a link to every GPU: topology must be mesh, "
+                         f"not {driver.topology!r}")
+    for g in range(gpus):
+        c_here = driver.buffer(g, "C")
+        for c in range(gpus):
+            if c != g:
+                driver.remote_map(c_here.cols_range(c * nc, nc), c,
+                                  driver.buffer(c, "R").cols_range(direct_slot(g, c, gpus) * nc,
+                                                                   nc))
     driver.set_arbitration(policy, auto_threshold=policy == "MCA")
 
 

@@ -53,6 +53,7 @@ def dram_accesses(config, sums):
     """DRAM beats by category from the counter deltas summed over the GPUs (``sums``:
     ``{phase: {"block.register": delta}}``).
 
+    The ``rs`` categories are the collective's: a reduce-scatter's, or an all-to-all's.
     Sequential: each phase is its own category.  Fused (``t3``, ``t3-mca``, ``rs-nmc``): the
     compute stream is the GEMM's (its remote step-1 updates, counted at the sender as
     ``node.remote_out``, are GEMM writes that land in the neighbour's DRAM); the
@@ -72,9 +73,10 @@ def dram_accesses(config, sums):
         dram["gemm_writes"] = _writes(f, "compute") + remote
         dram["rs_reads"] = f["nmc.reads_comm"]
         dram["rs_writes"] = _writes(f, "comm") - remote
-    a = sums["ag"]
-    dram["ag_reads"] = a["nmc.reads_compute"] + a["nmc.reads_comm"]
-    dram["ag_writes"] = _writes(a, "compute") + _writes(a, "comm")
+    a = sums.get("ag")                  # (an all-to-all has no all-gather)
+    if a is not None:
+        dram["ag_reads"] = a["nmc.reads_compute"] + a["nmc.reads_comm"]
+        dram["ag_writes"] = _writes(a, "compute") + _writes(a, "comm")
     return dram
 
 

@@ -205,6 +205,13 @@ def describe_scale(spec, gpus, latency=LINK_LATENCY):
             f"{est['ratio']:.2f}")
 
 
+def read_back_beats(spec, gpus, params, collective):
+    """Beats the host reads back from every GPU after a run: its output ``C`` and, after an
+    all-to-all, its receive slots ``R`` (``G - 1`` chunks)."""
+    out_beats = spec.m * spec.n * spec.elem_bytes // params.beat_bytes
+    return out_beats + (out_beats // gpus * (gpus - 1) if collective == "all-to-all" else 0)
+
+
 def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=None,
                  topology="ring", collective="ring"):
     """Everything the run will program, checked in Python first (the workload against the
@@ -212,8 +219,9 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
     against their registers and descriptors): a refused configuration raises ``ValueError``
     naming the field before any simulator starts."""
     from sim.system.driver import Driver
-    from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_direct,
-                                      configure_fused, map_direct_windows, map_ring_windows)
+    from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_all_to_all,
+                                      configure_direct, configure_fused, map_direct_windows,
+                                      map_ring_windows)
     from sim.system.workload import Workload
     if config not in CONFIGS + (ISOLATED_RS,):
         raise ValueError(f"config must be one of {CONFIGS}, not {config!r}")
@@ -232,12 +240,14 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
         driver.set_l2(l2_config or SYSTEM_L2_CONFIG)
     elif l2_config is not None:
         raise ValueError("l2_config: the nodes have no L2 (l2 is None)")
-    if collective == "direct" and config == "sequential":
+    policy = "MCA" if config == "t3-mca" else "ROUND_ROBIN"
+    if collective in MESH_COLLECTIVES and config == "sequential":
         map_direct_windows(driver, wl)
-    elif collective == "direct":
-        configure_direct(driver, wl, layout, "MCA" if config == "t3-mca" else "ROUND_ROBIN")
+    elif collective in MESH_COLLECTIVES:
+        (configure_direct if collective == "direct" else configure_all_to_all)(
+            driver, wl, layout, policy)
     elif config != "sequential":
-        configure_fused(driver, wl, layout, "MCA" if config == "t3-mca" else "ROUND_ROBIN")
+        configure_fused(driver, wl, layout, policy)
     map_ring_windows(driver, wl, "R")
     map_ring_windows(driver, wl, "C")
     if eparams is not None:
@@ -246,12 +256,15 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
         from system.engine.model import gemm_program, pack_wg
         regs = engine_registers(params, eparams)
         mode = "sequential" if config == "sequential" else \
-            "direct" if collective == "direct" else "t3"
-        # the engine's data memory holds the partial output and, after it, the read-back
+            collective if collective in MESH_COLLECTIVES else "t3"
+        # the engine's data memory holds the partial output and, after it, the read-back (of
+        # the all-to-all: C and R)
         out_beats = spec.m * spec.n * spec.elem_bytes // params.beat_bytes
-        if 2 * out_beats > eparams.local_beats:
+        back = read_back_beats(spec, gpus, params, collective)
+        if out_beats + back > eparams.local_beats:
             raise ValueError(f"the engines' local_beats {eparams.local_beats} cannot hold a "
-                             f"GPU's partial output and its read-back, 2 x {out_beats} beats")
+                             f"GPU's partial output and its read-back, {out_beats} + {back} "
+                             f"beats")
         for g in range(gpus):
             program = gemm_program(wl, g, layout, mode, REMOTE_SPACE,
                                    free=config == ISOLATED_RS)
@@ -322,9 +335,15 @@ def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
         + ("f" if faults else "") + ("m" if topology == "mesh" else ""), make, key
 
 
-#: The reduce-scatters a run performs: the ring's (any topology), and the direct one of a
-#: full mesh (paper section 7.1; :func:`sim.system.configure.configure_direct`).
-COLLECTIVES = ("ring", "direct")
+#: The collectives a run performs after its GEMM: the ring reduce-scatter (any topology), and
+#: on a full mesh the direct reduce-scatter (paper section 7.1;
+#: :func:`sim.system.configure.configure_direct`) and the all-to-all (sections 7.1 and 7.2;
+#: :func:`sim.system.configure.configure_all_to_all`).  The reduce-scatters are followed by
+#: the ring's all-gather, the all-to-all by nothing.
+COLLECTIVES = ("ring", "direct", "all-to-all")
+
+#: The collectives that send to every GPU, on a full mesh, a remote window per other GPU.
+MESH_COLLECTIVES = ("direct", "all-to-all")
 
 
 def check_topology(topology, linklayer=False, collective="ring", spec=None, engines=True):
@@ -338,24 +357,25 @@ def check_topology(topology, linklayer=False, collective="ring", spec=None, engi
     if collective not in COLLECTIVES:
         raise ValueError(f"collective must be one of {', '.join(COLLECTIVES)}, not "
                          f"{collective!r}")
-    if collective == "direct":
+    if collective in MESH_COLLECTIVES:
         if topology != "mesh":
-            raise ValueError(f"collective direct needs a link to every GPU: topology must be "
-                             f"mesh, not {topology!r}")
+            raise ValueError(f"collective {collective} needs a link to every GPU: topology "
+                             f"must be mesh, not {topology!r}")
         if not engines:
-            raise ValueError("collective direct runs on the GPU-side engines (engines=True)")
-        if spec is not None and spec.inputs != "integers":
-            # each owner adds its peers' updates in the order they arrive, which the
-            # reference cannot know: a floating-point sum depends on it, an exact one not
-            raise ValueError(f"collective direct is checked bit for bit with integer inputs "
-                             f"(inputs 'integers': the owner adds its peers' updates in "
-                             f"arrival order, and exact sums are alike in every order), not "
-                             f"{spec.inputs!r}")
+            raise ValueError(f"collective {collective} runs on the GPU-side engines "
+                             f"(engines=True)")
+    if collective == "direct" and spec is not None and spec.inputs != "integers":
+        # each owner adds its peers' updates in the order they arrive, which the reference
+        # cannot know: a floating-point sum depends on it, an exact one not
+        raise ValueError(f"collective direct is checked bit for bit with integer inputs "
+                         f"(inputs 'integers': the owner adds its peers' updates in arrival "
+                         f"order, and exact sums are alike in every order), not "
+                         f"{spec.inputs!r}")
 
 
 def with_remote_windows(nparams, gpus, collective):
-    """``nparams`` with a remote window per other GPU for the direct reduce-scatter."""
-    if collective != "direct":
+    """``nparams`` with a remote window per other GPU for the mesh's collectives."""
+    if collective not in MESH_COLLECTIVES:
         return nparams
     return dataclasses.replace(nparams, dma=dataclasses.replace(
         nparams.dma, remote_windows=max(nparams.dma.remote_windows, gpus - 1)))

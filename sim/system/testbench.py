@@ -24,8 +24,9 @@ import numpy as np
 from l2.config import STATUS as L2_STATUS
 from system.node import node_registers, register_address
 from sim.harness.agents import Bench
-from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_direct,
-                                  configure_fused, map_direct_windows, map_ring_windows)
+from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_all_to_all,
+                                  configure_direct, configure_fused, map_direct_windows,
+                                  map_ring_windows)
 from sim.system.kernels import (AGKernel, ArrivalWatch, CheckKernel, GemmKernel, KernelRunner,
                                 RSKernel)
 from sim.system.port import GPUPort
@@ -34,8 +35,9 @@ from sim.system.results import (COUNTERS, L2_COUNTERS, LINK_LAYER_COUNTERS, comp
 from sim.system.driver import ETYPES, REMOTE_SPACE
 from sim.system.workload import LINK_BANDWIDTH, GemmSpec, Workload, ring_reference
 from system.engine.config import EngineParams
-from system.engine.model import (ag_steps, direct_rs_steps, gemm_program, pack_step, pack_wg,
-                                 partial_beats, program_beats, read_steps, rs_steps)
+from system.engine.model import (ag_steps, direct_copy_steps, direct_rs_steps, direct_slot,
+                                 gemm_program, pack_step, pack_wg, partial_beats, program_beats,
+                                 read_steps, rs_steps)
 
 
 __all__ = ["System", "EngineSystem", "GPUReset", "run_system"]
@@ -226,7 +228,8 @@ class RingHost:
         else:
             cycles = {"gemm_rs": ph["gemm_rs"]["cycles"]}
             link_phase = gemm_phase = "gemm_rs"
-        cycles["ag"] = ph["ag"]["cycles"]
+        if "ag" in ph:                          # (an all-to-all has none)
+            cycles["ag"] = ph["ag"]["cycles"]
         mesh = self.driver.topology == "mesh"
         link_util = link_utilization(ph[link_phase], self.gpus, self.bandwidth,
                                      self.charge_headers,
@@ -300,6 +303,21 @@ class RingHost:
         for g in range(self.gpus):
             for chunk in range(self.gpus):
                 compare_chunk(g, chunk, chunks[g][chunk], ref[:, chunk * nc:(chunk + 1) * nc])
+        return True
+
+    def verify_all_to_all(self, chunks):
+        """``chunks[c]``: GPU ``c``'s ``G`` chunks of ``C`` and then its ``G - 1`` slots of
+        ``R``, as read back; raises ``AssertionError`` at the first element that differs:
+        GPU ``c``'s own chunk must be its own GEMM output's, and its slot
+        ``direct_slot(g, c)`` GPU ``g``'s output's chunk ``c`` (copies: exact for any
+        input).  The other chunks of ``C``, which T3's all-to-all never writes locally, are
+        not compared."""
+        nc, gpus = self.wl.chunk_cols, self.gpus
+        for c in range(gpus):
+            for g in range(gpus):
+                got = chunks[c][c] if g == c else chunks[c][gpus + direct_slot(g, c, gpus)]
+                compare_chunk(c, c if g == c else f"{c} from GPU {g}", got,
+                              self.wl.partials[g][:, c * nc:(c + 1) * nc])
         return True
 
 
@@ -632,44 +650,51 @@ class EngineSystem(RingHost):
             return [(Kernel.STEPS, {}, [pack_step(self.params, s) for s in
                                         make(wl, g, layout, REMOTE_SPACE)])
                     for g in range(gpus)]
+        a2a = self.collective == "all-to-all"
         if self.config == "sequential":
             self.driver.set_arbitration("ROUND_ROBIN")
             await self.program()
             await self.run_phase("gemm", gemm("sequential"))
-            if self.collective == "direct":
+            if self.collective in ("direct", "all-to-all"):
                 map_direct_windows(self.driver, wl)
                 await self.program()
-                await self.run_phase("rs", steps(direct_rs_steps))
+                await self.run_phase("rs", steps(direct_copy_steps if a2a else direct_rs_steps),
+                                     arrivals=(gpus - 1) * cb if a2a else 0)
             else:
                 map_ring_windows(self.driver, wl, "R")
                 await self.program()
                 await self.run_phase("rs", steps(rs_steps))
         else:
             policy = "MCA" if self.config == "t3-mca" else "ROUND_ROBIN"
-            direct = self.collective == "direct"
-            (configure_direct if direct else configure_fused)(self.driver, wl, layout, policy)
+            configure = {"direct": configure_direct, "all-to-all": configure_all_to_all}.get(
+                self.collective, configure_fused)
+            configure(self.driver, wl, layout, policy)
             await self.program()
-            await self.run_phase("gemm_rs", gemm("direct" if direct else "t3",
-                                                 free=self.config == ISOLATED_RS),
+            mode = self.collective if self.collective != "ring" else "t3"
+            await self.run_phase("gemm_rs", gemm(mode, free=self.config == ISOLATED_RS),
                                  arrivals=(gpus - 1) * cb, mca=policy == "MCA")
-        map_ring_windows(self.driver, wl, "C")
-        self.driver.set_arbitration("ROUND_ROBIN")
-        await self.program()
-        await self.run_phase("ag", steps(ag_steps), arrivals=(gpus - 1) * cb)
-        beats = gpus * cb
-        first = len(self.partials[0])           # the read-back lands after the partials
+        if not a2a:
+            map_ring_windows(self.driver, wl, "C")
+            self.driver.set_arbitration("ROUND_ROBIN")
+            await self.program()
+            await self.run_phase("ag", steps(ag_steps), arrivals=(gpus - 1) * cb)
+        # the read-back lands after the partials: C, and after an all-to-all R's slots
+        first = len(self.partials[0])
+        slots = gpus - 1 if a2a else 0
         reads = [(Kernel.STEPS, {}, [pack_step(self.params, s) for s in read_steps(
-            layout["C"].base, beats, first, self.eparams.buffer_beats,
-            self.params.beat_bytes)]) for _ in range(gpus)]
+            layout["C"].base, gpus * cb, first, self.eparams.buffer_beats,
+            self.params.beat_bytes) + (read_steps(
+                layout["R"].base, slots * cb, first + gpus * cb, self.eparams.buffer_beats,
+                self.params.beat_bytes) if slots else [])]) for _ in range(gpus)]
         await self.run_phase("check", reads)
         chunks = []
-        for local in await self.read_local(first, beats):
+        for local in await self.read_local(first, (gpus + slots) * cb):
             raw = b"".join(v.to_bytes(self.params.beat_bytes, "little") for v in local)
             out = np.frombuffer(raw, dtype=wl.dtype)
             per = cb * self.params.beat_bytes // np.dtype(wl.dtype).itemsize
             chunks.append([out[c * per:(c + 1) * per].reshape(wl.chunk_cols, wl.spec.m).T
-                           for c in range(gpus)])
-        return self.verify(chunks)
+                           for c in range(gpus + slots)])
+        return self.verify_all_to_all(chunks) if a2a else self.verify(chunks)
 
 
 @cocotb.test()

@@ -23,7 +23,7 @@ from .config import MAX_WFS, OFFSET_BITS, Z_CAPTURE, Z_STORE, desc_beats, step_l
 
 
 __all__ = ["WGDesc", "Step", "GemmProgram", "gemm_program", "rs_steps", "direct_rs_steps",
-           "direct_slot", "ag_steps",
+           "direct_copy_steps", "direct_slot", "ag_steps",
            "read_steps", "pack_wg", "pack_step", "program_beats", "gemm_requests", "run_steps",
            "partial_beats"]
 
@@ -101,7 +101,8 @@ def gemm_program(wl, g, layout, mode, remote_space, free=False):
     (step-1 tiles as remote updates, steps 2..G-1 tracked updates, its own chunk an untracked
     update), ``"direct"`` (a fully connected topology's direct reduce-scatter, paper section
     7.1: every other GPU's chunk as remote updates to its owner, its own chunk an untracked
-    update) or ``"sequential"`` (plain stores); ``layout`` the buffers
+    update), ``"all-to-all"`` (every other GPU's chunk as remote stores to its owner, none of
+    them written locally, its own chunk a local store) or ``"sequential"`` (plain stores); ``layout`` the buffers
     (:func:`sim.system.configure.allocate`); ``free``: no reads, no compute time."""
     s, p = wl.spec, wl.params
     e, beat = s.elem_bytes, p.beat_bytes
@@ -114,6 +115,8 @@ def gemm_program(wl, g, layout, mode, remote_space, free=False):
             update = True
         elif mode == "direct":
             remote, tracked, update = wg.chunk != g, False, True
+        elif mode == "all-to-all":
+            remote, tracked, update = wg.chunk != g, False, False
         else:
             remote = tracked = update = False
         tiles = tuple((c0 * s.m + r0) * e // beat for r0, c0 in wg.tiles)
@@ -178,31 +181,42 @@ def direct_slot(sender, owner, gpus):
     return (sender - owner - 1) % gpus
 
 
+def direct_copy_steps(wl, g, layout, remote_space, slice_beats=SLICE_BEATS):
+    """GPU ``g``'s CUs copy each other GPU ``c``'s chunk of ``C`` into ``g``'s slot
+    :func:`direct_slot` ``(g, c)`` of ``R`` on GPU ``c`` (GPU ``g + t`` at step ``t``, so each
+    GPU receives from one sender a step), through ``g``'s remote window at its own slot
+    ``direct_slot(c, g)`` (:func:`sim.system.configure.map_direct_windows`), slice by slice:
+    the Sequential all-to-all (paper section 7.1), and the first half of
+    :func:`direct_rs_steps`."""
+    beat = wl.params.beat_bytes
+    chunk_bytes = layout["chunk_beats"] * beat
+    c_buf, recv = layout["C"], layout["R"]
+    steps = []
+    for t in range(1, wl.gpus):
+        c = (g + t) % wl.gpus
+        x = c_buf.base + c * chunk_bytes
+        z = remote_space + recv.base + direct_slot(c, g, wl.gpus) * chunk_bytes
+        for first, end in slices(layout["chunk_beats"], slice_beats):
+            off = first * beat
+            steps.append(Step(end - first, x + off, z + off))
+    return steps
+
+
 def direct_rs_steps(wl, g, layout, remote_space, slice_beats=SLICE_BEATS):
     """The Sequential baseline of the direct reduce-scatter on a full mesh (paper section 7.1)
-    on GPU ``g``'s CUs: first a copy of each other GPU ``c``'s chunk of ``g``'s partial into
-    its slot :func:`direct_slot` ``(g, c)`` of ``R`` on GPU ``c`` (GPU ``g + t`` at step
-    ``t``, so each GPU receives from one sender a step); then, once all ``G - 1`` chunks have
-    arrived (the arrival counter counts every sender's beats together, so no slot can be
-    waited for alone), ``G - 1`` passes that add slot ``k`` to its own chunk in place.  The
-    remote window through which ``g`` reaches ``c``'s slot is its own slot
-    ``direct_slot(c, g)`` of ``R`` (:func:`sim.system.configure.map_direct_windows`).  Slice
-    by slice (:data:`SLICE_BEATS`); a slice ends with a drain, so a pass reads the sum the
-    pass before stored."""
+    on GPU ``g``'s CUs: first :func:`direct_copy_steps` (each other GPU's chunk of ``g``'s
+    partial into ``g``'s slot at that GPU); then, once all ``G - 1`` chunks have arrived (the
+    arrival counter counts every sender's beats together, so no slot can be waited for
+    alone), ``G - 1`` passes that add slot ``k`` to its own chunk in place.  Slice by slice
+    (:data:`SLICE_BEATS`); a slice ends with a drain, so a pass reads the sum the pass before
+    stored."""
     beat = wl.params.beat_bytes
     cb = layout["chunk_beats"]
     chunk_bytes = cb * beat
     c_buf, recv = layout["C"], layout["R"]
     gpus = wl.gpus
     own = c_buf.base + g * chunk_bytes
-    steps = []
-    for t in range(1, gpus):
-        c = (g + t) % gpus
-        x = c_buf.base + c * chunk_bytes
-        z = remote_space + recv.base + direct_slot(c, g, gpus) * chunk_bytes
-        for first, end in slices(cb, slice_beats):
-            off = first * beat
-            steps.append(Step(end - first, x + off, z + off))
+    steps = direct_copy_steps(wl, g, layout, remote_space, slice_beats)
     for k in range(gpus - 1):
         y = recv.base + k * chunk_bytes
         for first, end in slices(cb, slice_beats):
