@@ -492,11 +492,18 @@ def _workload(args):
                          f"degree, {PRESETS[args.preset]['tp']} GPUs (leave --gpus out)")
     if args.gpus is None:
         args.gpus = PRESETS[args.preset]["tp"] if args.preset else 4
-    spec = workload_spec(args.gpus, args.preset, args.m, args.n, args.k, args.dtype)
+    tokens = getattr(args, "tokens", None)
+    try:
+        spec = workload_spec(args.gpus, args.preset, args.m, args.n, args.k, args.dtype, tokens)
+    except ValueError as error:
+        if str(error).startswith("tokens "):
+            raise ValueError(f"--{error}") from None
+        raise
     if args.scale is not None:
         if not args.preset:
             raise ValueError("--scale sizes a preset's GPU; it needs --preset")
-        spec = preset(args.preset, args.gpus, scale=args.scale, dtype=spec.dtype)
+        spec = preset(args.preset, args.gpus, scale=args.scale, dtype=spec.dtype,
+                      tokens=tokens)
     ring = preset_setup(spec, args.gpus) if args.preset else {}
     if getattr(args, "memory_rows", None):
         ring["memory_rows"] = args.memory_rows
@@ -856,6 +863,10 @@ def _workload_args(p):
     g.add_argument("--preset", choices=sorted(PRESETS), metavar="NAME",
                    help="a Table 2 sub-layer, scaled (docs/paper.md) and run on a ring of its "
                         "TP degree: " + ", ".join(sorted(PRESETS)))
+    g.add_argument("--tokens", type=_int_arg(1), default=None,
+                   help="with --preset: a small-token step of its sub-layer (the generation "
+                        "phase, paper section 7.3): that many tokens, fewer than its SL x B "
+                        "(docs/collectives.md)")
     g.add_argument("--scale", type=_scale_arg, default=None,
                    help="with --preset: size of the scaled GPU, 0 < SCALE <= 1, 8 x SCALE CUs "
                         "(default 1; t3 paper's default is 0.5)")

@@ -172,6 +172,11 @@ def test_run_refuses_bad_workloads(args, message, capsys):
     (["run", "--collective", "all-to-all"], "t3: error: --collective all-to-all needs a "
                                             "link to every GPU: topology must be mesh, not "
                                             "'ring'"),
+    (["run", "--tokens", "16"], "t3: error: --tokens makes a preset's small-token step; it "
+                                "needs --preset"),
+    (["compare", "--preset", "Mega-GPT-2-OP-TP8", "--tokens", "16385"],
+     "t3: error: --tokens must be an integer from 1 to 16384 (Mega-GPT-2-OP-TP8's SL x B), "
+     "not 16385"),
     (["compare", "--collective", "direct", "--inputs", "integers"],
      "t3: error: --collective direct needs a link to every GPU: topology must be mesh, not "
      "'ring'"),

@@ -69,6 +69,40 @@ def test_link_latency_is_the_papers_fraction_of_a_ring_step(scale):
         assert link_latency_for(spec) == pytest.approx(want * exact / wgs, abs=0.5 + 1e-9)
 
 
+@pytest.mark.parametrize("tokens", [1, 16, 100, 256, 1000])
+def test_a_small_token_step_keeps_the_papers_ratios(tokens):
+    """A small-token step (paper section 7.3, ``preset(tokens=)``): the macro tile has the
+    tokens' rows (rounded up to 16, at most 256), so a WG reads ``(rows + 128) x 2`` bytes per
+    ``2 x rows x 128`` flops; the step's WGs follow its ``ceil(tokens / rows) x ceil(H / 128)``
+    macro tiles (at least one: fewer than the CUs); the link's latency is 500 ns over the
+    paper's step (``tokens x H / TP`` elements at 75 B/ns) times the scaled step, to a cycle;
+    ``K`` and the element type stay the sub-layer's.  And the paper's own tokens are the
+    preset's."""
+    for name in FIGURE16_CASES:
+        case = PRESETS[name]
+        paper_tokens, hidden, k = case["paper_mnk"]
+        tp = case["tp"]
+        spec = preset(name, scale=0.5, tokens=tokens)
+        assert spec.tokens == tokens and spec.k == k
+        rows = min(256, -(-tokens // 16) * 16)
+        assert spec.macro_tile() == (rows, 128)
+        wl_bytes = Workload(spec, tp, P).wg_read_beats() * 32
+        flops = 2 * spec.tile_rows * spec.tile_cols * spec.wfs_per_wg * spec.k
+        assert wl_bytes == pytest.approx(flops * (rows + 128) * 2 / (2 * rows * 128), abs=32)
+        wgs = spec.n // tp // spec.tile_cols * (spec.m // spec.tile_rows) // spec.wfs_per_wg
+        waves = math.ceil(tokens / rows) * math.ceil(hidden / 128) / tp / 80
+        assert wgs == max(1, round(waves * spec.cus))
+        paper_step = tokens * hidden / tp * 2 / PAPER["link_bytes_per_cycle"]
+        model_step = spec.m * spec.n // tp * 2 / (PAPER["link_bytes_per_cycle"] / SCALE)
+        assert link_latency_for(spec) == pytest.approx(500 / paper_step * model_step,
+                                                       abs=0.5 + 1e-9)
+        assert preset(name, tokens=paper_tokens) == preset(name)
+        with pytest.raises(ValueError, match=rf"^tokens must be an integer from 1 to "
+                                             rf"{paper_tokens} \({name}'s SL x B\), not "
+                                             rf"{paper_tokens + 1}$"):
+            preset(name, tokens=paper_tokens + 1)
+
+
 def test_scale_and_selection_refusals():
     assert scaled_cus(1.0) == 8 and scaled_cus(0.5) == 4 and scaled_cus(0.01) == 1
     for bad in (0, -1, 1.5, float("nan"), "1", True):

@@ -96,12 +96,20 @@ class GemmSpec:
     #: reduce-scatter's owners add their peers' updates in arrival order, which a reference
     #: cannot know, and exact sums are the same in every order
     inputs: str = "normal"
+    #: a preset's tokens (``SL x B``) when fewer than its sub-layer's: a small-token step, as
+    #: in the generation phase of inference (paper section 7.3), whose GEMM's macro tile has
+    #: only :meth:`macro_tile` rows, so that it reads more input per flop, and whose ring
+    #: step's data are small next to the link's latency (:func:`link_latency_for`); ``None``:
+    #: the paper's tokens
+    tokens: int = None
 
     def __post_init__(self):
         for field in ("m", "n", "k", "tile_rows", "tile_cols", "wfs_per_wg", "cus"):
             check_int(field, getattr(self, field), 1)
         if self.grid_cols is not None:
             check_int("grid_cols", self.grid_cols, 1)
+        if self.tokens is not None:
+            check_int("tokens", self.tokens, 1)
         # each GPU's A (m x k) and B (k x n) are made in numpy: keep them to 2**26 elements
         check_int("k", self.k, 1, MAX_OPERAND_ELEMS // (self.m + self.n),
                   note="a GPU's A and B, (m + n) x k elements, at most 2**26")
@@ -111,6 +119,15 @@ class GemmSpec:
             raise ValueError(f"inputs must be 'normal' or 'integers', not {self.inputs!r}")
         if self.flops_per_cycle is not None and not self.flops_per_cycle > 0:
             raise ValueError(f"flops_per_cycle must be positive, not {self.flops_per_cycle!r}")
+
+    def macro_tile(self):
+        """``(rows, cols)`` of the paper's GEMM macro tile whose input bytes per flop the WGs
+        read (:meth:`Workload.wg_read_beats`): 256 x 128, or with fewer :attr:`tokens` than
+        256 as many rows as the tokens, rounded up to 16."""
+        tm, tn = PAPER["macro_tile"]
+        if self.tokens is not None:
+            tm = min(tm, -(-self.tokens // 16) * 16)
+        return tm, tn
 
     @property
     def elem_bytes(self):
@@ -195,7 +212,7 @@ def scaled_cus(scale):
     return max(1, round(SCALED_CUS * scale))
 
 
-def preset(name, gpus=None, scale=1.0, dtype="fp16"):
+def preset(name, gpus=None, scale=1.0, dtype="fp16", tokens=None):
     """The scaled :class:`GemmSpec` of a Table 2 sub-layer (``docs/paper.md``).
 
     What decides the overlap is kept, each from the paper's Table 1 and 2:
@@ -214,24 +231,46 @@ def preset(name, gpus=None, scale=1.0, dtype="fp16"):
 
     ``gpus`` defaults to the sub-layer's TP degree.  On another ring, ``K`` is multiplied by
     ``(TP/(TP-1)) / (G/(G-1))`` (rounded to 16) to keep the ratio, and the WGs per step stay
-    the TP degree's."""
+    the TP degree's.
+
+    ``tokens`` (fewer than the sub-layer's ``SL x B``): a small-token step of the same
+    sub-layer (paper section 7.3, the generation phase): the macro tile has that many rows
+    (:meth:`GemmSpec.macro_tile`), the waves per step follow from its ``ceil(tokens / rows) x
+    ceil(H / 128)`` macro tiles (at least one WG: fewer WGs than CUs), and the link's latency
+    is the paper's 500 ns in proportion to the step's data (:func:`link_latency_for`)."""
     if name not in PRESETS:
         raise ValueError(f"preset must be one of {sorted(PRESETS)}, not {name!r}")
     case = PRESETS[name]
     tp = case["tp"]
     gpus = tp if gpus is None else gpus
     cus = scaled_cus(scale)
+    paper_tokens = case["paper_mnk"][0]
+    if tokens is not None:
+        check_int("tokens", tokens, 1, paper_tokens, note=f"{name}'s SL x B")
+        tokens = None if tokens == paper_tokens else tokens
     k = case["k"]
     if gpus != tp:
         k = k * (tp / (tp - 1)) / (gpus / (gpus - 1))
         k = max(16, int(round(k / 16)) * 16)
-    wgs_per_step = max(1, round(case["waves_per_step"] * cus))
+    wgs_per_step = _wgs_per_step(case, cus, tokens)
     tile = 16
-    tokens, hidden, _ = case["paper_mnk"]
+    hidden = case["paper_mnk"][1]
     grid_cols = max(1, round(hidden / tp / PAPER["macro_tile"][1]))
     return GemmSpec(m=tile * SCALED_WFS_PER_WG, n=tile * wgs_per_step * gpus, k=k,
                     dtype=dtype, tile_rows=tile, tile_cols=tile,
-                    wfs_per_wg=SCALED_WFS_PER_WG, cus=cus, name=name, grid_cols=grid_cols)
+                    wfs_per_wg=SCALED_WFS_PER_WG, cus=cus, name=name, grid_cols=grid_cols,
+                    tokens=tokens)
+
+
+def _wgs_per_step(case, cus, tokens=None):
+    """The scaled WGs of a preset's ring step on ``cus`` CUs (at least one): its waves per
+    step, on the paper's 80 CUs, times ``cus``; with ``tokens``, of that small-token step."""
+    waves = case["waves_per_step"]
+    if tokens is not None:
+        tm, tn = GemmSpec(tokens=tokens).macro_tile()
+        waves = math.ceil(tokens / tm) * math.ceil(case["paper_mnk"][1] / tn) / case["tp"] / \
+            PAPER["cus"]
+    return max(1, round(waves * cus))
 
 
 def link_latency_for(spec, latency_ns=None):
@@ -239,11 +278,22 @@ def link_latency_for(spec, latency_ns=None):
     one WG's output takes on a link as the 500 ns are of a 256 x 128 macro tile's on the
     paper's 75 B/ns link, times the scaled GPU's share of WGs per step (``cus / 80``): so
     the latency is the paper's fraction of a ring step.  At least 2 (the link model's
-    least)."""
+    least).
+
+    A small-token preset (``spec.tokens``), whose step may hold a fraction of a scaled WG
+    rounded up to one: the paper's latency times the scaled step's link time over the
+    paper's (``tokens x H / TP`` elements at 75 B/ns)."""
     latency_ns = PAPER["link_latency_ns"] if latency_ns is None else latency_ns
+    link = PAPER["link_bytes_per_cycle"] / SCALE            # 1.2 B/cycle
+    if spec.tokens is not None:
+        case = PRESETS[spec.name]
+        paper_step_ns = spec.tokens * case["paper_mnk"][1] / case["tp"] * spec.elem_bytes / \
+            PAPER["link_bytes_per_cycle"]
+        model_step = _wgs_per_step(case, spec.cus, spec.tokens) * spec.tile_rows * \
+            spec.tile_cols * spec.wfs_per_wg * spec.elem_bytes / link
+        return max(2, round(latency_ns * model_step / paper_step_ns))
     tm, tn = PAPER["macro_tile"]
     paper_wg_ns = tm * tn * spec.elem_bytes / PAPER["link_bytes_per_cycle"]
-    link = PAPER["link_bytes_per_cycle"] / SCALE            # 1.2 B/cycle
     model_wg = spec.tile_rows * spec.tile_cols * spec.wfs_per_wg * spec.elem_bytes / link
     step_ratio = model_wg / paper_wg_ns * spec.cus / PAPER["cus"]
     return max(2, round(latency_ns * step_ratio))
@@ -355,7 +405,7 @@ class Workload:
 
     def wg_read_beats(self):
         s = self.spec
-        tm, tn = PAPER["macro_tile"]
+        tm, tn = s.macro_tile()
         bytes_per_flop = (tm + tn) * s.elem_bytes / (2 * tm * tn)
         return max(1, math.ceil(self.wg_flops() * bytes_per_flop / self.params.beat_bytes))
 
@@ -364,7 +414,7 @@ class Workload:
         its ``B`` panel, in the macro tile's proportion ``256 : 128`` (a WG reads its output
         rows of ``A`` and its output columns of ``B``, each over all of ``K``)."""
         total = self.wg_read_beats()            # at least 1
-        tm, tn = PAPER["macro_tile"]
+        tm, tn = self.spec.macro_tile()
         a = round(total * tm / (tm + tn)) if total > 1 else total
         return a, total - a
 
@@ -440,7 +490,7 @@ def balanced_k(gpus, dtype="fp16", params=None):
     return max(16, int(round(k / 16)) * 16)
 
 
-def workload_spec(gpus, preset_name=None, m=None, n=None, k=None, dtype=None):
+def workload_spec(gpus, preset_name=None, m=None, n=None, k=None, dtype=None, tokens=None):
     """The :class:`GemmSpec` of ``t3 run`` and ``t3 compare``: a Table 2 preset, or an ``m x n
     x k`` GEMM whose unset dimensions default to :data:`DEFAULT_M` rows,
     :data:`DEFAULT_N_PER_GPU` columns per GPU and the ``K`` that balances GEMM and
@@ -451,7 +501,9 @@ def workload_spec(gpus, preset_name=None, m=None, n=None, k=None, dtype=None):
     if preset_name:
         if any(v is not None for v in (m, n, k)):
             raise ValueError("--preset and --m/--n/--k exclude each other")
-        return preset(preset_name, gpus, dtype=dtype)
+        return preset(preset_name, gpus, dtype=dtype, tokens=tokens)
+    if tokens is not None:
+        raise ValueError("--tokens makes a preset's small-token step; it needs --preset")
     name = "default (GEMM : RS = 1)" if (m, n, k) == (None, None, None) else "custom"
     return GemmSpec(m=DEFAULT_M if m is None else m,
                     n=DEFAULT_N_PER_GPU * gpus if n is None else n,

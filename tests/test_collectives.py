@@ -1,8 +1,10 @@
-"""Topologies other than the ring (``Ring(topology=...)``, paper section 7.1), on the exported
-Verilog (Verilator), checked bit for bit.  A full mesh (``system/fabric.py``) running the
-ring's algorithm uses only the links from GPU ``g`` to GPU ``g - 1``, each of the ring's
-latency and bandwidth, through a router and a merge that add no cycle: every counter and
-every phase's cycles must be the ring's.  And the refusals, before any build.
+"""T3 beyond the ring reduce-scatter (paper section 7), on the exported Verilog (Verilator),
+checked bit for bit: a full mesh (``system/fabric.py``) running the ring's algorithm, which
+uses only the links from GPU ``g`` to GPU ``g - 1``, each of the ring's latency and bandwidth,
+through a router and a merge that add no cycle, so every counter and every phase's cycles must
+be the ring's; the direct reduce-scatter and the all-to-all of a full mesh with their
+Sequential baselines (section 7.1); a small-token step (section 7.3); and the refusals, before
+any build.
 """
 
 import pytest
@@ -108,6 +110,32 @@ def test_the_all_to_all_sends_each_chunk_to_its_owner(tmp_path, t3_options):
         assert d["tracker_peak_occupancy"] == 0
         assert all(v == 0 for g in r["status"].values() for v in g.values()), r["status"]
     assert results["t3"]["cycles"] < results["sequential"]["cycles"]
+
+
+@pytest.mark.cocotb
+def test_a_small_token_step_overlaps_its_latency_bound_reduce_scatter(tmp_path, t3_options):
+    """Paper section 7.3: a generation step of 16 tokens (Mega-GPT-2's OP sub-layer on 4 GPUs
+    at a quarter of the scaled GPU): one WG per ring step on two CUs, a link latency longer
+    than a WG's output takes on the link; T3 bit-exact and faster than Sequential; the GEMM's
+    reads those of the macro tile's 16 rows (most of them ``B``) in both."""
+    from sim.system.run import preset_setup
+    from sim.system.workload import Workload, link_latency_for, preset
+    from hw.params import T3Params
+    spec = preset("Mega-GPT-2-OP-TP8", GPUS, scale=0.25, tokens=16)
+    wl = Workload(spec, GPUS, T3Params())
+    assert wl.wgs_per_chunk == 1 < spec.cus
+    assert link_latency_for(spec) > spec.m * spec.n // GPUS * 2 / 1.2
+    ring = preset_setup(spec, GPUS)
+    seq = run_config(spec, GPUS, "sequential", build_dir=tmp_path / "s", seed=t3_options.seed,
+                     **ring)
+    t3 = run_config(spec, GPUS, "t3", build_dir=tmp_path / "t", seed=t3_options.seed, **ring)
+    assert seq["verified"] is True and t3["verified"] is True
+    assert t3["cycles"] < seq["cycles"]
+    # every WG's reads (through the nodes' L2, which a preset's ring has)
+    reads = GPUS * GPUS * wl.wgs_per_chunk * wl.wg_read_beats()
+    for r, phase in ((seq, "gemm"), (t3, "gemm_rs")):
+        l2 = r["l2"][phase]
+        assert l2["read_hits"] + l2["read_misses"] + l2["read_merged"] == reads
 
 
 def test_a_bad_topology_is_refused_by_name():
