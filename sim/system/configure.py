@@ -1,6 +1,7 @@
 """The configurations the system runs and the driver calls that set each one up: buffers on
-every GPU, T3's fused set-up (paper section 4.4, Figure 12) and the remote windows of the
-baseline's reduce-scatter and of the all-gather."""
+every GPU, T3's fused set-up (paper section 4.4, Figure 12), the full mesh's direct
+reduce-scatter and all-to-all (section 7.1), and the remote windows of the baselines'
+collectives and of the all-gather."""
 
 
 __all__ = ["CONFIGS", "ISOLATED_RS", "allocate", "configure_fused", "configure_direct",
@@ -131,8 +132,6 @@ def map_ring_windows(driver, wl, buffer):
         dst = (g - 1) % wl.gpus
         driver.remote_map(driver.buffer(g, buffer).whole(), dst,
                           driver.buffer(dst, buffer).whole())
-
-
 
 
 def map_direct_windows(driver, wl):
