@@ -127,7 +127,7 @@ def test_scale_and_selection_refusals():
     from sim.system.run import PAPER_ENGINE, check_config, system_params
     params, nparams = system_params(32)
     with pytest.raises(ValueError, match="the engines' local_beats 8192 cannot hold a GPU's "
-                                         "partial output and its read-back, 5120 + 5120 beats"):
+                                         "partial output and its read-back, 5120 \\+ 5120 beats"):
         check_config(preset("Mega-GPT-2-OP-TP16"), 16, "t3", params, nparams,
                      dataclasses.replace(PAPER_ENGINE, local_beats=8192))
     jobs = paper_jobs(FIGURE16_CASES, RUNS)
