@@ -64,7 +64,8 @@ def figure16_lines(results):
     lines = ["Figure 16 view: speedup over Sequential",
              f"  (Sequential phases: GEMM {seq['gemm']}, {name} {seq['rs']}"
              + (f", AG {seq['ag']}" if "ag" in seq else "") + " cycles; "
-             f"{name} with NMC in isolation {results[ISOLATED_RS]['phase_cycles']['gemm_rs']})",
+             f"{name} {'with NMC ' if name == 'RS' else ''}in isolation "
+             f"{results[ISOLATED_RS]['phase_cycles']['gemm_rs']})",
              f"  {'configuration':24s} {'cycles':>9s} {'speedup':>8s}"]
     for name, (cycles, speedup) in s.items():
         lines.append(f"  {name:24s} {cycles:9d} {speedup:8.3f}")
