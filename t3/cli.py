@@ -557,9 +557,12 @@ def _print_result(r):
     ph = ", ".join(f"{k} {v}" for k, v in r["phase_cycles"].items())
     d = r["dram"]
     print(f"  cycles     {r['cycles']} ({ph})")
-    print(f"  DRAM       GEMM {d['gemm_reads']} reads / {d['gemm_writes']} writes, RS "
-          f"{d['rs_reads']} / {d['rs_writes']}, AG {d['ag_reads']} / {d['ag_writes']} (beats)")
-    print(f"  link       {d['link_utilization']:.3f} of the links' capacity during the RS")
+    # the collective: a reduce-scatter and the all-gather, or an all-to-all (no all-gather)
+    coll = "RS" if "ag" in r["phase_cycles"] else "all-to-all"
+    ag = f", AG {d['ag_reads']} / {d['ag_writes']}" if coll == "RS" else ""
+    print(f"  DRAM       GEMM {d['gemm_reads']} reads / {d['gemm_writes']} writes, {coll} "
+          f"{d['rs_reads']} / {d['rs_writes']}{ag} (beats)")
+    print(f"  link       {d['link_utilization']:.3f} of the links' capacity during the {coll}")
     print(f"  MC         the GEMM's requests waited {r['compute_wait']} cycles at the MC "
           f"arbiter (all GPUs)")
     if r.get("l2"):
