@@ -102,8 +102,9 @@ def gemm_program(wl, g, layout, mode, remote_space, free=False):
     update), ``"direct"`` (a fully connected topology's direct reduce-scatter, paper section
     7.1: every other GPU's chunk as remote updates to its owner, its own chunk an untracked
     update), ``"all-to-all"`` (every other GPU's chunk as remote stores to its owner, none of
-    them written locally, its own chunk a local store) or ``"sequential"`` (plain stores); ``layout`` the buffers
-    (:func:`sim.system.configure.allocate`); ``free``: no reads, no compute time."""
+    them written locally, its own chunk a local store) or ``"sequential"`` (plain stores);
+    ``layout`` the buffers (:func:`sim.system.configure.allocate`); ``free``: no reads, no
+    compute time."""
     s, p = wl.spec, wl.params
     e, beat = s.elem_bytes, p.beat_bytes
     gpus = wl.gpus
