@@ -711,6 +711,15 @@ def test_a_mesh_driver_maps_a_window_to_every_other_gpu():
         Driver(P, nparams, gpus, topology="star")
 
 
+def _mesh(gpus):
+    """A small workload on a mesh of ``gpus`` whose DMAs have the most remote windows, and
+    its buffers: ``(wl, nparams, driver, layout)``."""
+    wl = Workload(GemmSpec(m=32, n=16 * gpus, k=32, wfs_per_wg=2), gpus, P)
+    nparams = dataclasses.replace(NP, dma=dataclasses.replace(NP.dma, remote_windows=15))
+    driver = Driver(P, nparams, gpus, topology="mesh")
+    return wl, nparams, driver, allocate(driver, wl)
+
+
 @pytest.mark.parametrize("gpus", [2, 3, 4, 8, 16])
 def test_the_direct_configuration_fits_every_mesh(gpus):
     """The direct reduce-scatter's set-up passes every check for 2 to 16 GPUs: a window per
@@ -720,11 +729,7 @@ def test_the_direct_configuration_fits_every_mesh(gpus):
     from system.engine.model import gemm_program
     from sim.system.configure import configure_direct
     from sim.system.driver import REMOTE_SPACE
-    spec = GemmSpec(m=32, n=16 * gpus, k=32, wfs_per_wg=2)
-    wl = Workload(spec, gpus, P)
-    nparams = dataclasses.replace(NP, dma=dataclasses.replace(NP.dma, remote_windows=15))
-    driver = Driver(P, nparams, gpus, topology="mesh")
-    layout = allocate(driver, wl)
+    wl, nparams, driver, layout = _mesh(gpus)
     configure_direct(driver, wl, layout, "MCA")
     cb = layout["chunk_beats"] * P.beat_bytes
     for g in range(gpus):
@@ -763,11 +768,7 @@ def test_the_sequential_direct_reduce_scatter_sums_every_chunk_at_its_owner(gpus
     from system.engine.model import direct_rs_steps
     from sim.system.configure import map_direct_windows
     from sim.system.driver import REMOTE_SPACE
-    spec = GemmSpec(m=32, n=16 * gpus, k=32, wfs_per_wg=2)
-    wl = Workload(spec, gpus, P)
-    nparams = dataclasses.replace(NP, dma=dataclasses.replace(NP.dma, remote_windows=15))
-    driver = Driver(P, nparams, gpus, topology="mesh")
-    layout = allocate(driver, wl)
+    wl, nparams, driver, layout = _mesh(gpus)
     map_direct_windows(driver, wl)
     beat, cb = P.beat_bytes, layout["chunk_beats"]
     c_base = layout["C"].base
@@ -808,11 +809,7 @@ def test_the_all_to_all_sends_each_chunk_into_its_own_slot_at_its_owner(gpus):
     from system.engine.model import direct_slot, gemm_program
     from sim.system.configure import configure_all_to_all
     from sim.system.driver import REMOTE_SPACE
-    spec = GemmSpec(m=32, n=16 * gpus, k=32, wfs_per_wg=2)
-    wl = Workload(spec, gpus, P)
-    nparams = dataclasses.replace(NP, dma=dataclasses.replace(NP.dma, remote_windows=15))
-    driver = Driver(P, nparams, gpus, topology="mesh")
-    layout = allocate(driver, wl)
+    wl, nparams, driver, layout = _mesh(gpus)
     configure_all_to_all(driver, wl, layout, "MCA")
     cb = layout["chunk_beats"] * P.beat_bytes
     c_base, r_base = layout["C"].base, layout["R"].base
