@@ -5,7 +5,8 @@ collectives and of the all-gather."""
 
 
 __all__ = ["CONFIGS", "ISOLATED_RS", "allocate", "configure_fused", "configure_direct",
-           "configure_all_to_all", "map_ring_windows", "map_direct_windows"]
+           "configure_all_to_all", "configure_all_reduce", "map_ring_windows",
+           "map_direct_windows"]
 
 
 #: The configurations of paper section 5.3 that run on the hardware.
@@ -121,6 +122,40 @@ def configure_all_to_all(driver, wl, layout, policy):
                                   driver.buffer(c, "R").cols_range(direct_slot(g, c, gpus) * nc,
                                                                    nc))
     driver.set_arbitration(policy, auto_threshold=policy == "MCA")
+
+
+def configure_all_reduce(driver, wl, layout, policy):
+    """A whole all-reduce on a full mesh without the CUs: the direct reduce-scatter
+    (:func:`configure_direct`, its updates tracked), then an all-gather by track and trigger
+    along the ring: the owner ``g``'s Tracker counts its chunk's tiles complete at ``G``
+    updates per element (its own GEMM's and its ``G - 1`` peers'), and its DMA sends each
+    reduced tile as a plain store to GPU ``g - 1``, tracked there at one update per element;
+    every GPU forwards each other chunk's tiles so to its ``g - 1`` in turn, but the owner's
+    ``g + 1``, where the chunk's journey ends (untracked).  And the arbiter's policy."""
+    s = wl.spec
+    gpus, nc = wl.gpus, wl.chunk_cols
+    configure_direct(driver, wl, layout, policy)
+    tile = (s.tile_rows, s.tile_cols)
+    for g in range(gpus):
+        dst = (g - 1) % gpus
+        here, there = driver.buffer(g, "C"), driver.buffer(dst, "C")
+        # chunk c arrives at g from g + 1 and goes on to g - 1 unless g - 1 is c + 1, its
+        # journey's end; g's own chunk starts its journey with G updates counted
+        runs = []
+        for c in range(gpus):
+            if (c + 1) % gpus == g and c != g:      # g is the chunk's last stop
+                continue
+            updates = gpus if c == g else 1
+            tracked = (c + 1) % gpus != dst
+            if runs and runs[-1][1] + runs[-1][2] == c and runs[-1][0] == (updates, tracked):
+                runs[-1][2] += 1
+            else:
+                runs.append([(updates, tracked), c, 1])
+        for (updates, tracked), first, count in runs:
+            driver.dma_map(here.cols_range(first * nc, count * nc), dst,
+                           there.cols_range(first * nc, count * nc), op="store",
+                           updates_per_element=updates, tile=tile, tracked_at_dst=tracked)
+        driver.gemm(here, wl.stages(g, [gpus]), s.wfs_per_wg, update=True)
 
 
 def map_ring_windows(driver, wl, buffer):

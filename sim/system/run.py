@@ -219,8 +219,8 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
     against their registers and descriptors): a refused configuration raises ``ValueError``
     naming the field before any simulator starts."""
     from sim.system.driver import Driver
-    from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_all_to_all,
-                                      configure_direct, configure_fused, map_direct_windows,
+    from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_all_reduce,
+                                      configure_all_to_all, configure_direct, configure_fused, map_direct_windows,
                                       map_ring_windows)
     from sim.system.workload import Workload
     if config not in CONFIGS + (ISOLATED_RS,):
@@ -230,8 +230,8 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
         raise ValueError("engines=False: the CU kernels in Python do not flush the L2 at a "
                          "kernel's end; run nodes with an L2 (NodeParams.l2) on the engines")
     wl = Workload(spec, gpus, params)
-    if collective == "direct" and not wl.order_free():
-        raise ValueError(f"collective direct: the partials' sums pass {spec.dtype}'s exact "
+    if collective in ORDER_FREE_COLLECTIVES and not wl.order_free():
+        raise ValueError(f"collective {collective}: the partials' sums pass {spec.dtype}'s exact "
                          f"integers (a smaller k, or fp32), so their order would matter")
     driver = Driver(params, with_remote_windows(nparams, gpus, collective), gpus,
                     topology=topology)
@@ -244,8 +244,8 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
     if collective in MESH_COLLECTIVES and config == "sequential":
         map_direct_windows(driver, wl)
     elif collective in MESH_COLLECTIVES:
-        (configure_direct if collective == "direct" else configure_all_to_all)(
-            driver, wl, layout, policy)
+        {"direct": configure_direct, "all-to-all": configure_all_to_all,
+         "all-reduce": configure_all_reduce}[collective](driver, wl, layout, policy)
     elif config != "sequential":
         configure_fused(driver, wl, layout, policy)
     map_ring_windows(driver, wl, "R")
@@ -340,10 +340,13 @@ def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
 #: :func:`sim.system.configure.configure_direct`) and the all-to-all (sections 7.1 and 7.2;
 #: :func:`sim.system.configure.configure_all_to_all`).  The reduce-scatters are followed by
 #: the ring's all-gather, the all-to-all by nothing.
-COLLECTIVES = ("ring", "direct", "all-to-all")
+COLLECTIVES = ("ring", "direct", "all-to-all", "all-reduce")
 
 #: The collectives that send to every GPU, on a full mesh, a remote window per other GPU.
-MESH_COLLECTIVES = ("direct", "all-to-all")
+MESH_COLLECTIVES = ("direct", "all-to-all", "all-reduce")
+
+#: The collectives whose owners add their peers' updates in arrival order.
+ORDER_FREE_COLLECTIVES = ("direct", "all-reduce")
 
 
 def check_topology(topology, linklayer=False, collective="ring", spec=None, engines=True):
@@ -364,10 +367,11 @@ def check_topology(topology, linklayer=False, collective="ring", spec=None, engi
         if not engines:
             raise ValueError(f"collective {collective} runs on the GPU-side engines "
                              f"(engines=True)")
-    if collective == "direct" and spec is not None and spec.inputs != "integers":
+    if collective in ORDER_FREE_COLLECTIVES and spec is not None and \
+            spec.inputs != "integers":
         # each owner adds its peers' updates in the order they arrive, which the reference
         # cannot know: a floating-point sum depends on it, an exact one not
-        raise ValueError(f"collective direct is checked bit for bit with integer inputs "
+        raise ValueError(f"collective {collective} is checked bit for bit with integer inputs "
                          f"(inputs 'integers': the owner adds its peers' updates in arrival "
                          f"order, and exact sums are alike in every order), not "
                          f"{spec.inputs!r}")

@@ -24,7 +24,8 @@ import numpy as np
 from l2.config import STATUS as L2_STATUS
 from system.node import node_registers, register_address
 from sim.harness.agents import Bench
-from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_all_to_all,
+from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_all_reduce,
+                                  configure_all_to_all,
                                   configure_direct, configure_fused, map_direct_windows,
                                   map_ring_windows)
 from sim.system.kernels import (AGKernel, ArrivalWatch, CheckKernel, GemmKernel, KernelRunner,
@@ -655,7 +656,7 @@ class EngineSystem(RingHost):
             self.driver.set_arbitration("ROUND_ROBIN")
             await self.program()
             await self.run_phase("gemm", gemm("sequential"))
-            if self.collective in ("direct", "all-to-all"):
+            if self.collective in ("direct", "all-to-all", "all-reduce"):
                 map_direct_windows(self.driver, wl)
                 await self.program()
                 await self.run_phase("rs", steps(direct_copy_steps if a2a else direct_rs_steps),
@@ -666,14 +667,18 @@ class EngineSystem(RingHost):
                 await self.run_phase("rs", steps(rs_steps))
         else:
             policy = "MCA" if self.config == "t3-mca" else "ROUND_ROBIN"
-            configure = {"direct": configure_direct, "all-to-all": configure_all_to_all}.get(
-                self.collective, configure_fused)
+            configure = {"direct": configure_direct, "all-to-all": configure_all_to_all,
+                         "all-reduce": configure_all_reduce}.get(self.collective,
+                                                                 configure_fused)
             configure(self.driver, wl, layout, policy)
             await self.program()
             mode = self.collective if self.collective != "ring" else "t3"
+            # an all-reduce's chunks also arrive once more each, all-gathered by the DMAs
+            fused_ag = self.collective == "all-reduce"
             await self.run_phase("gemm_rs", gemm(mode, free=self.config == ISOLATED_RS),
-                                 arrivals=(gpus - 1) * cb, mca=policy == "MCA")
-        if not a2a:
+                                 arrivals=(gpus - 1) * cb * (2 if fused_ag else 1),
+                                 mca=policy == "MCA")
+        if not a2a and not (self.collective == "all-reduce" and self.config != "sequential"):
             map_ring_windows(self.driver, wl, "C")
             self.driver.set_arbitration("ROUND_ROBIN")
             await self.program()

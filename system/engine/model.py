@@ -116,6 +116,8 @@ def gemm_program(wl, g, layout, mode, remote_space, free=False):
             update = True
         elif mode == "direct":
             remote, tracked, update = wg.chunk != g, False, True
+        elif mode == "all-reduce":
+            remote, tracked, update = wg.chunk != g, True, True
         elif mode == "all-to-all":
             remote, tracked, update = wg.chunk != g, False, False
         else:
