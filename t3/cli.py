@@ -937,12 +937,15 @@ def _topology_args(parser):
     g.add_argument("--topology", choices=("ring", "mesh"), default="ring",
                    help="ring (default), or mesh: every GPU linked to every other by a "
                         "dedicated link each way (paper section 7.1)")
-    g.add_argument("--collective", choices=("ring", "direct", "all-to-all"), default="ring",
+    g.add_argument("--collective", choices=("ring", "direct", "all-to-all", "all-reduce"),
+                   default="ring",
                    help="ring (default: the ring reduce-scatter, on either topology), direct "
                         "(the direct reduce-scatter, mesh only: each GPU's GEMM stores every "
                         "other GPU's chunk into its owner's memory; needs --inputs integers), "
                         "or all-to-all (mesh only: each other GPU's chunk sent to it, not "
-                        "written locally; no all-gather)")
+                        "written locally; no all-gather), or all-reduce (mesh only: the direct "
+                        "RS and an all-gather by track and trigger, no CU; needs --inputs "
+                        "integers)")
     g.add_argument("--inputs", choices=("normal", "integers"), default="normal",
                    help="the GEMM's inputs: normal (default), or integers from {-1, 0, 1}, "
                         "whose sums are exact in any order (the direct collective's check)")
