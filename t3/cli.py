@@ -553,12 +553,13 @@ def _scale_line(spec, gpus, ring):
     return f"  scale      {describe_scale(spec, gpus, ring.get('latency', LINK_LATENCY))}"
 
 
-def _print_result(r):
+def _print_result(r, collective="ring"):
     ph = ", ".join(f"{k} {v}" for k, v in r["phase_cycles"].items())
     d = r["dram"]
     print(f"  cycles     {r['cycles']} ({ph})")
     # the collective: a reduce-scatter and the all-gather, or an all-to-all (no all-gather)
-    coll = "RS" if "ag" in r["phase_cycles"] else "all-to-all"
+    coll = "RS" if "ag" in r["phase_cycles"] else \
+        "all-reduce" if collective == "all-reduce" else "all-to-all"
     ag = f", AG {d['ag_reads']} / {d['ag_writes']}" if coll == "RS" else ""
     print(f"  DRAM       GEMM {d['gemm_reads']} reads / {d['gemm_writes']} writes, {coll} "
           f"{d['rs_reads']} / {d['rs_writes']}{ag} (beats)")
@@ -624,9 +625,10 @@ def cmd_run(args):
                 json.dump({"config": args.config, "gpus": args.gpus, "verified": False,
                            "error": str(error)[-3000:]}, f, indent=1)
         return 1
-    _print_result(r)
+    _print_result(r, args.collective)
     what, reference = {
         "direct": ("output chunks", "the numpy sum (exact: alike in any order)"),
+        "all-reduce": ("output chunks", "the numpy sum (exact: alike in any order)"),
         "all-to-all": ("own chunk and received slots", "the GEMM outputs they copy")}.get(
         args.collective, ("output chunks", "the ring-ordered numpy reference"))
     print(f"  verified   {'yes' if r['verified'] else 'NO'}: every GPU's {what} equal "
