@@ -29,7 +29,8 @@ from hw.params import T3Params, check_int, is_int
 
 __all__ = [
     "DMAParams", "Command", "RemoteWindow", "Status", "header_layout", "header_packer",
-    "check_commands", "check_remote", "check_remotes", "remote_windows", "remote_register",
+    "MAX_REMOTE_WINDOWS", "check_commands", "check_remote", "check_remotes", "remote_windows",
+    "remote_register",
     "dma_registers", "register_values", "STAT_REGISTERS",
     "MODE", "INFO", "CTRL", "CMD", "STATUS", "window_layout",
 ]
@@ -84,6 +85,11 @@ STATUS = Reg("status", None, "w1c", "errors", fields=(
     Field("rx_open", lsb=16, live=True,
           doc="a received packet is incomplete, payload beats still due (once the link is "
               "quiet: a packet cut short at the end, its beats written as far as they came)")))
+
+
+#: The most remote windows an engine can have (``DMAParams.remote_windows``): a full mesh
+#: of up to one more GPUs.
+MAX_REMOTE_WINDOWS = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,7 +147,7 @@ class DMAParams:
                              ("buffer_beats", 4, 1024), ("max_granularity", 1, 64),
                              ("gpu_bits", 1, 8), ("dim_bits", 4, 24), ("remote_burst", 1, 64),
                              ("remote_flush", 1, 255), ("len_bits", 7, 16),
-                             ("remote_windows", 1, 16)):
+                             ("remote_windows", 1, MAX_REMOTE_WINDOWS)):
             check_int(name, getattr(self, name), lo, hi)
 
     @property

@@ -181,5 +181,13 @@ def test_a_bad_topology_is_refused_by_name():
                                          r"topology must be mesh, not 'ring'$"):
         run_config(SPEC, GPUS, "t3", collective="all-to-all")
     with pytest.raises(ValueError, match=r"^collective must be one of ring, direct, all-to-all, "
-                                         r"not 'tree'"):
+                                         r"all-reduce, not 'tree'"):
         run_config(SPEC, GPUS, "t3", collective="tree")
+    with pytest.raises(ValueError, match=r"^collective all-reduce is checked bit for bit with "
+                                         r"integer inputs"):
+        run_config(SPEC, GPUS, "t3", topology="mesh", collective="all-reduce")
+    big = GemmSpec(n=16 * 18, inputs="integers", **SMALL)
+    with pytest.raises(ValueError, match=r"^gpus 18: collective all-reduce needs a remote "
+                                         r"window per other GPU, 17, and the DMA has at most 16 "
+                                         r"\(up to 17 GPUs\)$"):
+        run_config(big, 18, "t3", topology="mesh", collective="all-reduce")

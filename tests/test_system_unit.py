@@ -830,3 +830,69 @@ def test_the_all_to_all_sends_each_chunk_into_its_own_slot_at_its_owner(gpus):
     with pytest.raises(ValueError, match=r"^the all-to-all needs a link to every GPU: topology "
                                          r"must be mesh, not 'ring'$"):
         configure_all_to_all(ring, wl, allocate(ring, wl), "MCA")
+
+
+@pytest.mark.parametrize("gpus", [2, 3, 4, 16])
+def test_the_all_reduce_sends_each_reduced_chunk_round_the_ring_once(gpus):
+    """The all-reduce's set-up (:func:`configure_all_reduce`), followed chunk by chunk: at its
+    owner a region counts each tile complete at ``G`` updates per element (the direct RS's),
+    and every command stores to the GPU ``g - 1``, whose region counts the tile at one update
+    per element and sends it on, until the chunk's last stop (GPU ``owner + 1``: no region
+    there, the command before it untracked); so every chunk reaches every GPU once, in
+    ``G - 1`` hops.  The Tracker's capacity check counts the forwarded tiles: with only the
+    ways the owner's tiles take in their fullest set, the set-up is refused by name (one
+    forwarded tile is open at a time, in any set); with one more, accepted.  Each GPU's
+    trigger queue takes the owner's and the forwarded tiles' triggers."""
+    from collections import Counter
+    from sim.system.configure import configure_all_reduce
+    wl, nparams, driver, layout = _mesh(gpus)
+    configure_all_reduce(driver, wl, layout, "MCA")
+    cb = layout["chunk_beats"] * P.beat_bytes
+    c_base = layout["C"].base
+
+    e = wl.spec.elem_bytes
+
+    def over(g, chunk):
+        """GPU ``g``'s region and command over ``chunk``'s first byte, or ``(None, None)``."""
+        addr = c_base + chunk * cb
+        regions = [r for r in driver.regions(g) if r.contains(addr)]
+        commands = [c for c in driver.commands(g)
+                    if c.src_base <= addr < c.src_base + c.ld * c.cols * e]
+        assert len(regions) == len(commands) <= 1
+        return (regions[0], commands[0]) if regions else (None, None)
+
+    for owner in range(gpus):
+        g, hops = owner, 0
+        while True:
+            region, command = over(g, owner)
+            if region is None:
+                break
+            assert region.updates_per_element == (gpus if g == owner else 1), (owner, g)
+            assert command.dst_gpu == (g - 1) % gpus and command.op.name == "STORE"
+            nxt = (g - 1) % gpus
+            assert command.tracked == (nxt != (owner + 1) % gpus), (owner, g)
+            assert command.dst_base == c_base + (command.src_base - c_base)
+            g, hops = nxt, hops + 1
+        assert (g, hops) == ((owner + 1) % gpus, gpus - 1), owner
+    # the Tracker's ways: the owner's tiles in their fullest set, then one more
+    per_set = max(max(Counter(wg % NP.tracker.sets for wg in wl.stages(g, [gpus])[0]).values())
+                  for g in range(gpus))
+    for extra, refused in ((0, True), (1, False)):
+        tight = dataclasses.replace(nparams, tracker=dataclasses.replace(
+            NP.tracker, ways=per_set * wl.spec.wfs_per_wg + extra))
+        d = Driver(P, tight, gpus, topology="mesh")
+        if refused and gpus > 2:    # two GPUs forward nothing
+            with pytest.raises(ValueError, match=r"^set \d+ would hold \d+ and 1 passing open "
+                                                 r"tiles in stages 0-0"):
+                configure_all_reduce(d, wl, allocate(d, wl), "MCA")
+        else:
+            configure_all_reduce(d, wl, allocate(d, wl), "MCA")
+    # the trigger queue: every tracked tile's trigger, the owner's and the forwarded
+    triggers = len(wl.stages(0, [gpus])[0]) * wl.spec.wfs_per_wg * (gpus - 1)
+    if triggers > 2:    # the shallowest queue holds 2
+        shallow = dataclasses.replace(nparams, dma=dataclasses.replace(
+            nparams.dma, trigger_depth=triggers - 1))
+        d = Driver(P, shallow, gpus, topology="mesh")
+        with pytest.raises(ValueError, match=rf"^gemm: {triggers} tracked tiles exceed the "
+                                             r"DMA's trigger_depth"):
+            configure_all_reduce(d, wl, allocate(d, wl), "MCA")

@@ -182,7 +182,7 @@ def check_regions(params: T3Params, tparams: TrackerParams, regions):
 
 
 def check_schedule(params: T3Params, tparams: TrackerParams, stages, wfs_per_wg,
-                   open_stages=2):
+                   open_stages=2, passing=0):
     """Refuse a schedule that can put more open tiles in one set than it has ways.
 
     Parameters
@@ -196,6 +196,11 @@ def check_schedule(params: T3Params, tparams: TrackerParams, stages, wfs_per_wg,
         reduce-scatter a tile of step ``s`` opens with the first of its local update (during
         step ``s``) and its neighbour's update (sent during the neighbour's step ``s - 1``), so
         two consecutive stages can be open together: the default is 2.
+    passing : int
+        Tracked tiles outside the schedule that can be open at once besides it, in any set
+        (each holds a way while it is): the all-gather's forwarded tiles, which arrive one
+        after another from one neighbour's DMA engine
+        (:func:`sim.system.configure.configure_all_reduce`).  The default is 0.
 
     A tile is open from its first counted update until the update that fires its trigger.  If
     the tiles of any ``open_stages`` consecutive stages mapping to one set outnumber the ways,
@@ -207,6 +212,7 @@ def check_schedule(params: T3Params, tparams: TrackerParams, stages, wfs_per_wg,
     check_int("wfs_per_wg", wfs_per_wg, 1, 1 << params.wf_id_bits,
               note=f"wf_id_bits {params.wf_id_bits}")
     check_int("open_stages", open_stages, 1)
+    check_int("passing", passing, 0, tparams.ways, note=f"ways {tparams.ways}")
     tparams.check_against(params)
     stages = [list(stage) for stage in stages]
     for index, stage in enumerate(stages):
@@ -224,9 +230,10 @@ def check_schedule(params: T3Params, tparams: TrackerParams, stages, wfs_per_wg,
                              f"{first}-{last}, which can be open together")
         per_set = Counter(wg % tparams.sets for wg in ids)
         for set_index, n_wg in sorted(per_set.items()):
-            if n_wg * wfs_per_wg > tparams.ways:
+            if n_wg * wfs_per_wg + passing > tparams.ways:
+                also = f" and {passing} passing" if passing else ""
                 raise ValueError(
-                    f"set {set_index} would hold {n_wg * wfs_per_wg} open tiles in stages "
+                    f"set {set_index} would hold {n_wg * wfs_per_wg}{also} open tiles in stages "
                     f"{first}-{last} ({n_wg} workgroups x {wfs_per_wg} wavefronts) but the "
                     f"Tracker has {tparams.ways} ways")
 

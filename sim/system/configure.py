@@ -155,7 +155,12 @@ def configure_all_reduce(driver, wl, layout, policy):
             driver.dma_map(here.cols_range(first * nc, count * nc), dst,
                            there.cols_range(first * nc, count * nc), op="store",
                            updates_per_element=updates, tile=tile, tracked_at_dst=tracked)
-        driver.gemm(here, wl.stages(g, [gpus]), s.wfs_per_wg, update=True)
+        # the tiles g forwards, one after another from g + 1's DMA (a wg_id is its chunk's on
+        # every GPU): each holds a Tracker way while it arrives and fires a trigger
+        forwarded = [wg for c in range(gpus) if c not in (g, (g - 1) % gpus)
+                     for wg in wl.stages(g, [(c - g) % gpus])[0]]
+        driver.gemm(here, wl.stages(g, [gpus]), s.wfs_per_wg, update=True,
+                    forwarded=forwarded)
 
 
 def map_ring_windows(driver, wl, buffer):

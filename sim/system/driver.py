@@ -378,11 +378,18 @@ class Driver:
         cfg = self._gpu[self._check_gpu("gpu", gpu)]
         return dataclasses.replace(cfg.l2, windows=self._windows(cfg))
 
-    def gemm(self, out: Buffer, stages, wfs_per_wg, update=True, tracked_gpu=None):
+    def gemm(self, out: Buffer, stages, wfs_per_wg, update=True, tracked_gpu=None,
+             forwarded=()):
         """Check a fused GEMM launch against the configuration: with ``update`` the output
         stores are op-and-stores counted by the Tracker, so the tracked workgroups of the
         ``stages`` (lists of ``wg_id``) must never fill a Tracker set; returns the kernel's
-        launch record."""
+        launch record.
+
+        ``forwarded``: the ``wg_id`` of tiles the GPU's Tracker counts besides its GEMM's, each
+        of ``wfs_per_wg`` WF tiles: the all-gather's tiles that arrive from one neighbour's DMA
+        engine, one tile after another, to be sent on
+        (:func:`sim.system.configure.configure_all_reduce`).  One of them can be open at a
+        time, in any set, so every set keeps a way for it; each fires a trigger."""
         if not isinstance(out, Buffer):
             raise ValueError(f"out must be a Buffer from malloc, not {out!r}")
         if update and not out.uncached:
@@ -391,10 +398,16 @@ class Driver:
         gpu = out.gpu if tracked_gpu is None else self._check_gpu("tracked_gpu", tracked_gpu)
         if update:
             stages = [list(stage) for stage in stages]
-            check_schedule(self.params, self.nparams.tracker, stages, wfs_per_wg)
+            forwarded = list(forwarded)
+            both = set(forwarded) & {wg for stage in stages for wg in stage}
+            if both:
+                raise ValueError(f"gemm: wg_id {min(both)} is both the GEMM's and forwarded "
+                                 f"(their tiles would share a Tracker entry)")
+            check_schedule(self.params, self.nparams.tracker, stages, wfs_per_wg,
+                           passing=1 if forwarded else 0)
             # every tracked tile fires one trigger; a full trigger queue stalls the Tracker and
             # with it the memory controller, which the DMA needs to drain the queue
-            triggers = sum(len(stage) for stage in stages) * wfs_per_wg
+            triggers = (sum(len(stage) for stage in stages) + len(forwarded)) * wfs_per_wg
             depth = self.nparams.dma.trigger_depth
             if triggers > depth:
                 raise ValueError(f"gemm: {triggers} tracked tiles exceed the DMA's trigger_depth "

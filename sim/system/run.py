@@ -220,8 +220,8 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
     naming the field before any simulator starts."""
     from sim.system.driver import Driver
     from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_all_reduce,
-                                      configure_all_to_all, configure_direct, configure_fused, map_direct_windows,
-                                      map_ring_windows)
+                                      configure_all_to_all, configure_direct, configure_fused,
+                                      map_direct_windows, map_ring_windows)
     from sim.system.workload import Workload
     if config not in CONFIGS + (ISOLATED_RS,):
         raise ValueError(f"config must be one of {CONFIGS}, not {config!r}")
@@ -337,9 +337,10 @@ def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
 
 #: The collectives a run performs after its GEMM: the ring reduce-scatter (any topology), and
 #: on a full mesh the direct reduce-scatter (paper section 7.1;
-#: :func:`sim.system.configure.configure_direct`) and the all-to-all (sections 7.1 and 7.2;
-#: :func:`sim.system.configure.configure_all_to_all`).  The reduce-scatters are followed by
-#: the ring's all-gather, the all-to-all by nothing.
+#: :func:`sim.system.configure.configure_direct`), the all-to-all (sections 7.1 and 7.2;
+#: :func:`sim.system.configure.configure_all_to_all`) and the whole all-reduce
+#: (:func:`sim.system.configure.configure_all_reduce`).  The reduce-scatters are followed by
+#: the ring's all-gather, the all-to-all by nothing, and the all-reduce holds its all-gather.
 COLLECTIVES = ("ring", "direct", "all-to-all", "all-reduce")
 
 #: The collectives that send to every GPU, on a full mesh, a remote window per other GPU.
@@ -379,8 +380,13 @@ def check_topology(topology, linklayer=False, collective="ring", spec=None, engi
 
 def with_remote_windows(nparams, gpus, collective):
     """``nparams`` with a remote window per other GPU for the mesh's collectives."""
+    from dma.config import MAX_REMOTE_WINDOWS
     if collective not in MESH_COLLECTIVES:
         return nparams
+    if gpus - 1 > MAX_REMOTE_WINDOWS:
+        raise ValueError(f"gpus {gpus}: collective {collective} needs a remote window per "
+                         f"other GPU, {gpus - 1}, and the DMA has at most "
+                         f"{MAX_REMOTE_WINDOWS} (up to {MAX_REMOTE_WINDOWS + 1} GPUs)")
     return dataclasses.replace(nparams, dma=dataclasses.replace(
         nparams.dma, remote_windows=max(nparams.dma.remote_windows, gpus - 1)))
 
@@ -492,10 +498,13 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     again after every output buffer is zeroed (``result["recovered"]`` says why).
     ``topology``: ``"ring"`` or ``"mesh"`` (every GPU linked to every other,
     :class:`system.fabric.FullMesh`; ``result["mesh"]`` counts what it dropped).
-    ``collective``: ``"ring"`` (the ring reduce-scatter, on either topology) or ``"direct"``
-    (a mesh's direct reduce-scatter, paper section 7.1: every GPU's GEMM stores each other
-    GPU's chunk straight into its owner's memory, where the near-memory ALUs add it; the
-    all-gather is the ring's)."""
+    ``collective``: one of :data:`COLLECTIVES`: ``"ring"`` (the ring reduce-scatter, on
+    either topology), and on a mesh ``"direct"`` (the direct reduce-scatter, paper section
+    7.1: every GPU's GEMM stores each other GPU's chunk straight into its owner's memory,
+    where the near-memory ALUs add it; the all-gather is the ring's), ``"all-to-all"``
+    (section 7.2: each chunk stored into its owner's slot, nothing reduced, no all-gather) or
+    ``"all-reduce"`` (the direct reduce-scatter, then the all-gather by track and trigger in
+    the same phase)."""
     import sim.system.testbench as tb
     sim = sim or default_sim()
     check_int("gpus", gpus, 2, MAX_GPUS)
