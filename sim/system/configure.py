@@ -83,22 +83,33 @@ def configure_fused(driver, wl, layout, policy):
     driver.set_arbitration(policy, auto_threshold=policy == "MCA")
 
 
+def _need_mesh(driver, what):
+    if driver.topology != "mesh":
+        raise ValueError(f"{what} needs a link to every GPU: topology must be mesh, not "
+                         f"{driver.topology!r}")
+
+
+def _map_peers(driver, wl, src, src_chunk, dst, dst_chunk):
+    """A remote window on every GPU ``g`` for each other GPU ``c``: chunk ``src_chunk(g, c)``
+    of ``g``'s buffer ``src`` onto chunk ``dst_chunk(g, c)`` of ``c``'s buffer ``dst``
+    (chunks of ``wl.chunk_cols`` columns)."""
+    nc = wl.chunk_cols
+    for g in range(wl.gpus):
+        here = driver.buffer(g, src)
+        for c in range(wl.gpus):
+            if c != g:
+                driver.remote_map(here.cols_range(src_chunk(g, c) * nc, nc), c,
+                                  driver.buffer(c, dst).cols_range(dst_chunk(g, c) * nc, nc))
+
+
 def configure_direct(driver, wl, layout, policy):
     """The direct reduce-scatter on a full mesh (paper section 7.1): every GPU ``g``
     ``remote_map``s each other GPU ``c``'s chunk of its output to the same chunk on GPU ``c``
     (a remote window each: ``DMAParams.remote_windows`` of at least ``G - 1``), where the
     near-memory ALUs add the arriving updates to the owner's own; no Tracker region, no DMA
     command: the collective is the GEMM's stores.  And the arbiter's policy."""
-    gpus, nc = wl.gpus, wl.chunk_cols
-    if driver.topology != "mesh":
-        raise ValueError("the direct reduce-scatter needs a link to every GPU: topology must "
-                         f"be mesh, not {driver.topology!r}")
-    for g in range(gpus):
-        c_here = driver.buffer(g, "C")
-        for c in range(gpus):
-            if c != g:
-                driver.remote_map(c_here.cols_range(c * nc, nc), c,
-                                  driver.buffer(c, "C").cols_range(c * nc, nc))
+    _need_mesh(driver, "the direct reduce-scatter")
+    _map_peers(driver, wl, "C", lambda g, c: c, "C", lambda g, c: c)
     driver.set_arbitration(policy, auto_threshold=policy == "MCA")
 
 
@@ -110,17 +121,9 @@ def configure_all_to_all(driver, wl, layout, policy):
     ``g``'s own chunk stays in its ``C``.  No Tracker region, no DMA command.  And the
     arbiter's policy."""
     from system.engine.model import direct_slot
-    gpus, nc = wl.gpus, wl.chunk_cols
-    if driver.topology != "mesh":
-        raise ValueError("the all-to-all needs a link to every GPU: topology must be mesh, "
-                         f"not {driver.topology!r}")
-    for g in range(gpus):
-        c_here = driver.buffer(g, "C")
-        for c in range(gpus):
-            if c != g:
-                driver.remote_map(c_here.cols_range(c * nc, nc), c,
-                                  driver.buffer(c, "R").cols_range(direct_slot(g, c, gpus) * nc,
-                                                                   nc))
+    _need_mesh(driver, "the all-to-all")
+    _map_peers(driver, wl, "C", lambda g, c: c,
+               "R", lambda g, c: direct_slot(g, c, wl.gpus))
     driver.set_arbitration(policy, auto_threshold=policy == "MCA")
 
 
@@ -181,11 +184,5 @@ def map_direct_windows(driver, wl):
     from system.engine.model import direct_slot
     driver.remote_unmap()
     driver.dma_unmap()
-    gpus, nc = wl.gpus, wl.chunk_cols
-    for g in range(gpus):
-        here = driver.buffer(g, "R")
-        for c in range(gpus):
-            if c != g:
-                driver.remote_map(here.cols_range(direct_slot(c, g, gpus) * nc, nc), c,
-                                  driver.buffer(c, "R").cols_range(direct_slot(g, c, gpus) * nc,
-                                                                   nc))
+    _map_peers(driver, wl, "R", lambda g, c: direct_slot(c, g, wl.gpus),
+               "R", lambda g, c: direct_slot(g, c, wl.gpus))
