@@ -300,6 +300,15 @@ def test_compare_views_and_plot(tmp_path):
     assert "0.774" in text          # t3-mca's 24 accesses over Sequential's 31
     path = plot(results, tmp_path / "fig.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # an all-reduce by track and trigger: T3's fused phase and the isolated one hold the AG,
+    # so the ideal overlap hides RS + AG behind the GEMM: max(100, 80 + 20), and the isolated
+    # run is max(100, 110), no AG added
+    for config, cycles in (("t3", 120), ("t3-mca", 110), ("rs-nmc", 110)):
+        results[config] = result(config, {"gemm_rs": cycles}, (10, 4, 5, 5, 0, 0))
+    s = speedups(results)
+    assert s["Ideal-GEMM-RS-Overlap"] == (100, 2.0)
+    assert s["Ideal-RS+NMC"] == (110, 200 / 110)
+    assert "RS with NMC and AG in isolation 110" in "\n".join(figure16_lines(results))
 
 
 def test_export_ring_gets_the_memory_t3_run_uses(monkeypatch, tmp_path):
