@@ -15,8 +15,8 @@ from sim.system.configure import CONFIGS, ISOLATED_RS
 from sim.system.run import run_config
 
 
-__all__ = ["run_all", "speedups", "figure16_lines", "figure18_lines", "plot",
-           "CATEGORIES"]
+__all__ = ["run_all", "ideal_cycles", "fused_all_gather", "speedups", "figure16_lines",
+           "figure18_lines", "plot", "CATEGORIES"]
 
 
 CATEGORIES = ("gemm_reads", "gemm_writes", "rs_reads", "rs_writes", "ag_reads", "ag_writes")
@@ -45,29 +45,39 @@ def run_all(spec, gpus, *, sim=None, seed=1, progress=None, **ring):
     return results
 
 
+def ideal_cycles(sequential, isolated=None):
+    """The ideal bars' cycles, ``{"Ideal-GEMM-RS-Overlap": c, "Ideal-RS+NMC": c or None}``,
+    from the Sequential run's phases (``sequential``: its ``phase_cycles``) and the isolated
+    collective's run (``isolated``: the ``rs-nmc`` run's ``phase_cycles``, or None when there
+    is none).  The ring's: ``max(GEMM, RS) + AG`` and ``max(GEMM, RS with NMC) + AG``; of an
+    all-reduce by track and trigger, whose fused phase holds the AG (the isolated run has no
+    AG phase while Sequential has one): ``max(GEMM, RS + AG)`` and ``max(GEMM, isolated)``; an
+    all-to-all has no AG."""
+    ag = sequential.get("ag", 0)
+    fused_ag = fused_all_gather(sequential, isolated)
+    out = {"Ideal-GEMM-RS-Overlap": max(sequential["gemm"], sequential["rs"] + ag) if fused_ag
+           else max(sequential["gemm"], sequential["rs"]) + ag,
+           "Ideal-RS+NMC": None}
+    if isolated is not None:
+        out["Ideal-RS+NMC"] = max(sequential["gemm"], isolated["gemm_rs"]) + \
+            (0 if fused_ag else ag)
+    return out
+
+
+def fused_all_gather(sequential, isolated):
+    """Whether T3's fused phase holds the all-gather that follows Sequential's collective (an
+    all-reduce by track and trigger: its isolated run has no AG phase); the phases as in
+    :func:`ideal_cycles`."""
+    return "ag" in sequential and isolated is not None and "ag" not in isolated
+
+
 def speedups(results):
     """The Figure 16 numbers: ``{name: (cycles, speedup over Sequential)}``."""
     seq = results["sequential"]
-    ph = seq["phase_cycles"]
-    ag = ph.get("ag", 0)                        # (an all-to-all has no all-gather)
-    rs_nmc = results[ISOLATED_RS]["phase_cycles"]["gemm_rs"]
-    if _fused_ag(results):
-        ideal_overlap = max(ph["gemm"], ph["rs"] + ag)
-        ideal_nmc = max(ph["gemm"], rs_nmc)
-    else:
-        ideal_overlap = max(ph["gemm"], ph["rs"]) + ag
-        ideal_nmc = max(ph["gemm"], rs_nmc) + ag
     rows = {"Sequential": seq["cycles"], "T3": results["t3"]["cycles"],
-            "T3-MCA": results["t3-mca"]["cycles"], "Ideal-GEMM-RS-Overlap": ideal_overlap,
-            "Ideal-RS+NMC": ideal_nmc}
+            "T3-MCA": results["t3-mca"]["cycles"],
+            **ideal_cycles(seq["phase_cycles"], results[ISOLATED_RS]["phase_cycles"])}
     return {name: (cycles, seq["cycles"] / cycles) for name, cycles in rows.items()}
-
-
-def _fused_ag(results):
-    """Whether T3's fused phase holds the all-gather that follows Sequential's collective (an
-    all-reduce by track and trigger: no AG phase of its own)."""
-    return "ag" in results["sequential"]["phase_cycles"] and \
-        "ag" not in results[ISOLATED_RS]["phase_cycles"]
 
 
 def figure16_lines(results):
@@ -75,7 +85,8 @@ def figure16_lines(results):
     seq = results["sequential"]["phase_cycles"]
     # the collective: a reduce-scatter's phase, or an all-to-all's (which no AG follows)
     name = "RS" if "ag" in seq else "all-to-all"
-    isolated = "RS with NMC and AG" if _fused_ag(results) else \
+    isolated = "RS with NMC and AG" if fused_all_gather(
+        seq, results[ISOLATED_RS]["phase_cycles"]) else \
         "RS with NMC" if name == "RS" else name
     lines = ["Figure 16 view: speedup over Sequential",
              f"  (Sequential phases: GEMM {seq['gemm']}, {name} {seq['rs']}"

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from sim.system.cases import case_setup
+from sim.system.compare import CATEGORIES, ideal_cycles
 from sim.system.configure import CONFIGS, ISOLATED_RS
 from sim.system.run import PAPER_ENGINE, PAPER_MEMORY_ROWS, preset_setup
 from sim.system.workload import PRESETS, SUBLAYERS, scaled_cus
@@ -243,10 +244,9 @@ def _speedups(runs):
     for bar, config in (("T3", "t3"), ("T3-MCA", "t3-mca")):
         if config in runs:
             out[bar] = base / runs[config]["cycles"]
-    out["Ideal-GEMM-RS-Overlap"] = base / (max(ph["gemm"], ph["rs"]) + ph["ag"])
-    if ISOLATED_RS in runs:
-        rs_nmc = runs[ISOLATED_RS]["phase_cycles"]["gemm_rs"]
-        out["Ideal-RS+NMC"] = base / (max(ph["gemm"], rs_nmc) + ph["ag"])
+    iso = runs[ISOLATED_RS]["phase_cycles"] if ISOLATED_RS in runs else None
+    for bar, cycles in ideal_cycles(ph, iso).items():
+        out[bar] = None if cycles is None else base / cycles
     return out
 
 
@@ -290,10 +290,6 @@ def figure16_lines(results):
     return lines
 
 
-DRAM_CATEGORIES = ("gemm_reads", "gemm_writes", "rs_reads", "rs_writes", "ag_reads",
-                   "ag_writes")
-
-
 def figure18_rows(results, config="t3-mca"):
     """Per case: DRAM accesses per GPU by category (``{config: {category: beats}}``) and
     ``config``'s reductions against Sequential: ``total`` (fraction saved), ``rs_reads``
@@ -305,7 +301,7 @@ def figure18_rows(results, config="t3-mca"):
         for c in CONFIGS:
             if c in runs:
                 g = runs[c]["gpus"]
-                per_gpu[c] = {k: runs[c]["dram"][k] / g for k in DRAM_CATEGORIES}
+                per_gpu[c] = {k: runs[c]["dram"][k] / g for k in CATEGORIES}
         red = {}
         if "sequential" in per_gpu and config in per_gpu:
             s, t = per_gpu["sequential"], per_gpu[config]
@@ -331,12 +327,12 @@ def figure18_lines(results, config="t3-mca"):
     rows, summary = figure18_rows(results, config)
     lines = [f"Figure 18: DRAM accesses per GPU (beats of 32 B) by category; {config}'s "
              f"reductions vs Sequential",
-             f"  {'case':22s} {'config':10s}" + "".join(f"{c:>11s}" for c in DRAM_CATEGORIES)
+             f"  {'case':22s} {'config':10s}" + "".join(f"{c:>11s}" for c in CATEGORIES)
              + f"{'total':>10s}"]
     for case, per_gpu, red in rows:
         for c, d in per_gpu.items():
             lines.append(f"  {case:22s} {c:10s}" + "".join(f"{d[k]:11.0f}" for k in
-                                                        DRAM_CATEGORIES)
+                                                        CATEGORIES)
                          + f"{sum(d.values()):10.0f}")
         if red:
             lines.append(f"  {'':22s} {'saved':10s} total {100 * red['total']:.1f}%, RS reads "
@@ -606,7 +602,7 @@ def _plot18(results, path):
     bars = [(case, c, d) for case, per_gpu, _ in rows for c, d in per_gpu.items()]
     fig, ax = plt.subplots(figsize=(max(6, 0.3 * len(bars) + 2), 4.8))
     bottom = [0.0] * len(bars)
-    for cat in DRAM_CATEGORIES:
+    for cat in CATEGORIES:
         values = [d[cat] for _, _, d in bars]
         ax.bar(range(len(bars)), values, bottom=bottom, label=cat)
         bottom = [b + v for b, v in zip(bottom, values)]
@@ -677,13 +673,13 @@ def write_report(results, failures, out, *, scale=1.0, wall_s=None):
         f"{k} {v[0]:.2f}" for k, v in PAPER_STATED.items() if k.split()[0] in
         ("T3", "T3-MCA", "Ideal-GEMM-RS-Overlap")) + ".", "",
            "## Figure 18: DRAM accesses per GPU", "", "![Figure 18](figure18.png)", "",
-           "| case | config | " + " | ".join(DRAM_CATEGORIES) + " | total |",
-           "|---|---|" + "---:|" * (len(DRAM_CATEGORIES) + 1)]
+           "| case | config | " + " | ".join(CATEGORIES) + " | total |",
+           "|---|---|" + "---:|" * (len(CATEGORIES) + 1)]
     rows18, _ = figure18_rows(results)
     for case, per_gpu, red in rows18:
         for c, d in per_gpu.items():
             md.append(f"| {case} | {c} | " + " | ".join(f"{d[k]:.0f}" for k in
-                                                        DRAM_CATEGORIES)
+                                                        CATEGORIES)
                       + f" | {sum(d.values()):.0f} |")
     md += ["", "T3-MCA against Sequential:", ""] + figure18_markdown(results)
     md += ["", "## Runs", "", "| run | GPUs | cycles | phases | simulated in |",
