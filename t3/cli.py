@@ -33,8 +33,8 @@ from hw.params import T3Params, check_int
 from sim.blocks.tracker.demo import SIMULATORS as DEMO_SIMULATORS
 from sim.harness.runner import SIMULATORS
 from sim.system.configure import CONFIGS
-from sim.system.run import MEMORY_ROWS
-from system.ring import MAX_GPUS
+from sim.system.run import COLLECTIVES, MEMORY_ROWS
+from system.ring import MAX_GPUS, TOPOLOGIES
 from tracker.config import TrackerParams
 
 
@@ -936,18 +936,16 @@ def cmd_bench(args):
 
 def _topology_args(parser):
     g = parser.add_argument_group("topology and collective (docs/collectives.md)")
-    g.add_argument("--topology", choices=("ring", "mesh"), default="ring",
+    g.add_argument("--topology", choices=TOPOLOGIES, default="ring",
                    help="ring (default), or mesh: every GPU linked to every other by a "
                         "dedicated link each way (paper section 7.1)")
-    g.add_argument("--collective", choices=("ring", "direct", "all-to-all", "all-reduce"),
-                   default="ring",
-                   help="ring (default: the ring reduce-scatter, on either topology), direct "
-                        "(the direct reduce-scatter, mesh only: each GPU's GEMM stores every "
+    g.add_argument("--collective", choices=COLLECTIVES, default="ring",
+                   help="ring (default: the ring reduce-scatter, on either topology); on a "
+                        "mesh: direct (the direct reduce-scatter: each GPU's GEMM stores every "
                         "other GPU's chunk into its owner's memory; needs --inputs integers), "
-                        "or all-to-all (mesh only: each other GPU's chunk sent to it, not "
-                        "written locally; no all-gather), or all-reduce (mesh only: the direct "
-                        "RS and an all-gather by track and trigger, no CU; needs --inputs "
-                        "integers)")
+                        "all-to-all (each other GPU's chunk sent to it, not written locally; "
+                        "no all-gather) or all-reduce (the direct RS, then an all-gather by "
+                        "track and trigger, no CU; needs --inputs integers)")
     g.add_argument("--inputs", choices=("normal", "integers"), default="normal",
                    help="the GEMM's inputs: normal (default), or integers from {-1, 0, 1}, "
                         "whose sums are exact in any order (the direct collective's check)")
