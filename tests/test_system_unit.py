@@ -887,6 +887,11 @@ def test_the_all_reduce_sends_each_reduced_chunk_round_the_ring_once(gpus):
                 configure_all_reduce(d, wl, allocate(d, wl), "MCA")
         else:
             configure_all_reduce(d, wl, allocate(d, wl), "MCA")
+    # a forwarded tile that is also the GEMM's would share its Tracker entry
+    own = wl.stages(0, [gpus])[0]
+    with pytest.raises(ValueError, match=rf"^gemm: wg_id {min(own)} is both the GEMM's and "
+                                         r"forwarded"):
+        driver.gemm(driver.buffer(0, "C"), [own], wl.spec.wfs_per_wg, forwarded=own)
     # the trigger queue: every tracked tile's trigger, the owner's and the forwarded
     triggers = len(wl.stages(0, [gpus])[0]) * wl.spec.wfs_per_wg * (gpus - 1)
     if triggers > 2:    # the shallowest queue holds 2
