@@ -61,7 +61,7 @@ def test_the_direct_reduce_scatter_on_a_mesh_is_the_gemms_stores(tmp_path, t3_op
 @pytest.mark.cocotb
 def test_the_direct_reduce_scatters_baselines(tmp_path, t3_options):
     """``t3 compare``'s runs of the direct reduce-scatter.  Its Sequential baseline
-    (:func:`system.engine.model.direct_rs_steps`): the GEMM's plain stores, then the CUs copy
+    (:func:`sim.system.programs.direct_rs_steps`): the GEMM's plain stores, then the CUs copy
     each other GPU's chunk into its slot at the owner and add the G - 1 slots into the owner's
     chunk, two operands a pass: per GPU (G - 1) chunks read and sent, G - 1 received, G - 1
     passes reading two chunks and writing one.  T3 and T3-MCA: no access by the collective.

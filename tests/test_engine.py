@@ -13,8 +13,9 @@ from sim.system.driver import REMOTE_SPACE, Driver
 from sim.system.run import system_params
 from sim.system.workload import GemmSpec, Workload
 from system.engine.config import MODE, STATUS, Z_CAPTURE, EngineParams, Kernel, desc_beats
-from system.engine.model import (Step, gemm_program, gemm_requests, pack_step, pack_wg,
-                                 partial_beats, program_beats, run_steps)
+from sim.system.programs import gemm_program
+from system.engine.model import (Step, gemm_requests, pack_step, pack_wg, partial_beats,
+                                 program_beats, run_steps)
 from system.engine.rtl import CUEngine
 
 

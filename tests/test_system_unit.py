@@ -726,7 +726,7 @@ def test_the_direct_configuration_fits_every_mesh(gpus):
     other GPU, each to that GPU's chunk, no Tracker region or DMA command; the GEMM program
     sends every other chunk's tiles as remote updates, its own chunk's locally, none tracked.
     Refused on a ring, and with too few remote windows, by name."""
-    from system.engine.model import gemm_program
+    from sim.system.programs import gemm_program
     from sim.system.configure import configure_direct
     from sim.system.driver import REMOTE_SPACE
     wl, nparams, driver, layout = _mesh(gpus)
@@ -765,7 +765,7 @@ def test_the_sequential_direct_reduce_scatter_sums_every_chunk_at_its_owner(gpus
     may start, by its arrival count), and the reduce passes leave each GPU's own chunk holding
     every GPU's partial of it once."""
     from collections import Counter
-    from system.engine.model import direct_rs_steps
+    from sim.system.programs import direct_rs_steps
     from sim.system.configure import map_direct_windows
     from sim.system.driver import REMOTE_SPACE
     wl, nparams, driver, layout = _mesh(gpus)
@@ -806,7 +806,7 @@ def test_the_all_to_all_sends_each_chunk_into_its_own_slot_at_its_owner(gpus):
     ``c`` lands in GPU ``c``'s ``R``, in the slot the host reads back as that sender's; no two
     senders share a slot; the GEMM program sends every other chunk as remote plain stores and
     writes only its own chunk locally; refused on a ring by name."""
-    from system.engine.model import direct_slot, gemm_program
+    from sim.system.programs import direct_slot, gemm_program
     from sim.system.configure import configure_all_to_all
     from sim.system.driver import REMOTE_SPACE
     wl, nparams, driver, layout = _mesh(gpus)

@@ -116,11 +116,11 @@ def configure_direct(driver, wl, layout, policy):
 def configure_all_to_all(driver, wl, layout, policy):
     """The all-to-all on a full mesh (paper sections 7.1 and 7.2, expert parallelism): every
     GPU ``g`` ``remote_map``s each other GPU ``c``'s chunk of its output to ``g``'s slot
-    :func:`system.engine.model.direct_slot` ``(g, c)`` of ``R`` on GPU ``c`` (a remote window
+    :func:`sim.system.programs.direct_slot` ``(g, c)`` of ``R`` on GPU ``c`` (a remote window
     each), so the GEMM's stores of that chunk go to its owner and are not written locally;
     ``g``'s own chunk stays in its ``C``.  No Tracker region, no DMA command.  And the
     arbiter's policy."""
-    from system.engine.model import direct_slot
+    from sim.system.programs import direct_slot
     _need_mesh(driver, "the all-to-all")
     _map_peers(driver, wl, "C", lambda g, c: c,
                "R", lambda g, c: direct_slot(g, c, wl.gpus))
@@ -180,8 +180,8 @@ def map_ring_windows(driver, wl, buffer):
 def map_direct_windows(driver, wl):
     """The Sequential direct reduce-scatter's remote windows (a full mesh): on every GPU ``g``,
     for each other GPU ``c``, its receive slot ``direct_slot(c, g)`` of ``R`` onto GPU ``c``'s
-    slot ``direct_slot(g, c)`` (:func:`system.engine.model.direct_rs_steps`), a window each."""
-    from system.engine.model import direct_slot
+    slot ``direct_slot(g, c)`` (:func:`sim.system.programs.direct_rs_steps`), a window each."""
+    from sim.system.programs import direct_slot
     driver.remote_unmap()
     driver.dma_unmap()
     _map_peers(driver, wl, "R", lambda g, c: direct_slot(c, g, wl.gpus),

@@ -21,7 +21,7 @@ import numpy as np
 
 from hw.interfaces import Op
 from sim.system.driver import ETYPES, REMOTE_SPACE
-from system.engine.model import slices
+from sim.system.programs import slices
 
 
 __all__ = ["Kernel", "GemmKernel", "RSKernel", "AGKernel", "CheckKernel", "ArrivalWatch",
@@ -157,7 +157,7 @@ class RSKernel(Kernel):
     1..G-1 GPU ``g`` reads its partial of chunk ``g + j`` (and, from step 2, the sum received
     into receive slot ``j - 1``), adds them on the CUs and stores the sum into GPU ``g - 1``'s
     slot ``j`` through the remote window; at the last step it stores the final sum of its own
-    chunk locally.  Slice by slice (:data:`system.engine.model.SLICE_BEATS`): a slice of step
+    chunk locally.  Slice by slice (:data:`sim.system.programs.SLICE_BEATS`): a slice of step
     ``j >= 2`` waits until the same slice of slot ``j - 1`` has arrived."""
 
     def __init__(self, g, workload, port, layout):

@@ -253,7 +253,8 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
     if eparams is not None:
         from sim.system.driver import REMOTE_SPACE
         from system.engine.config import desc_beats, engine_registers
-        from system.engine.model import gemm_program, pack_wg
+        from sim.system.programs import gemm_program
+        from system.engine.model import pack_wg
         regs = engine_registers(params, eparams)
         mode = "sequential" if config == "sequential" else \
             collective if collective in MESH_COLLECTIVES else "t3"

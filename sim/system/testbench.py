@@ -36,9 +36,9 @@ from sim.system.results import (COUNTERS, L2_COUNTERS, LINK_LAYER_COUNTERS, comp
 from sim.system.driver import ETYPES, REMOTE_SPACE
 from sim.system.workload import LINK_BANDWIDTH, GemmSpec, Workload, ring_reference
 from system.engine.config import EngineParams
-from system.engine.model import (ag_steps, direct_copy_steps, direct_rs_steps, direct_slot,
-                                 gemm_program, pack_step, pack_wg, partial_beats, program_beats,
-                                 read_steps, rs_steps)
+from sim.system.programs import (ag_steps, direct_copy_steps, direct_rs_steps, direct_slot,
+                                 gemm_program, read_steps, rs_steps)
+from system.engine.model import pack_step, pack_wg, partial_beats, program_beats
 
 
 __all__ = ["System", "EngineSystem", "GPUReset", "run_system"]

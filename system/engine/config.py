@@ -23,7 +23,7 @@ Steps (``mode.kernel = STEPS``)
     adders), stored at node address ``z`` (a remote-window address goes to the neighbour) or
     captured into local beat ``z`` (to read results back).  The baseline's reduce-scatter on
     the CUs, the all-gather and the read-back are step programs
-    (:func:`system.engine.model.rs_steps` ...).
+    (:func:`sim.system.programs.rs_steps` ...).
 
 Descriptors wider than a beat (:func:`desc_beats`: the board's 128-bit beats) take
 ``desc_beats`` program beats each, low bits first; the program memory is that wide, each beat
