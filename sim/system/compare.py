@@ -12,14 +12,12 @@
 """
 
 from sim.system.configure import CONFIGS, ISOLATED_RS
+from sim.system.results import CATEGORIES
 from sim.system.run import run_config
 
 
 __all__ = ["run_all", "ideal_cycles", "fused_all_gather", "speedups", "figure16_lines",
            "figure18_lines", "plot", "CATEGORIES"]
-
-
-CATEGORIES = ("gemm_reads", "gemm_writes", "rs_reads", "rs_writes", "ag_reads", "ag_writes")
 
 
 def run_all(spec, gpus, *, sim=None, seed=1, progress=None, **ring):

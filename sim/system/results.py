@@ -7,7 +7,12 @@ from l2.config import COUNTERS as L2_COUNTER_REGS
 from linklayer.config import LINK_COUNTERS
 
 
-__all__ = ["COUNTERS", "L2_COUNTERS", "dram_accesses", "link_utilization", "compare_chunk"]
+__all__ = ["COUNTERS", "L2_COUNTERS", "CATEGORIES", "dram_accesses", "link_utilization",
+           "compare_chunk"]
+
+
+#: The DRAM access categories of :func:`dram_accesses` (paper Figure 18), in its table's order.
+CATEGORIES = ("gemm_reads", "gemm_writes", "rs_reads", "rs_writes", "ag_reads", "ag_writes")
 
 
 #: Counters read after each phase: (block, register).
@@ -59,8 +64,7 @@ def dram_accesses(config, sums):
     ``node.remote_out``, are GEMM writes that land in the neighbour's DRAM); the
     communication stream is the reduce-scatter's, less those arriving remote updates.
     """
-    dram = dict.fromkeys(("gemm_reads", "gemm_writes", "rs_reads", "rs_writes",
-                          "ag_reads", "ag_writes"), 0)
+    dram = dict.fromkeys(CATEGORIES, 0)
     if config == "sequential":
         for phase, key in (("gemm", "gemm"), ("rs", "rs")):
             s = sums[phase]

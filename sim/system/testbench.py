@@ -35,6 +35,7 @@ from sim.system.results import (COUNTERS, L2_COUNTERS, LINK_LAYER_COUNTERS, comp
                                 dram_accesses, link_utilization)
 from sim.system.driver import ETYPES, REMOTE_SPACE
 from sim.system.workload import LINK_BANDWIDTH, GemmSpec, Workload, ring_reference
+from sim.system.run import MESH_COLLECTIVES
 from system.engine.config import EngineParams
 from sim.system.programs import (ag_steps, direct_copy_steps, direct_rs_steps, direct_slot,
                                  gemm_program, read_steps, rs_steps)
@@ -656,7 +657,7 @@ class EngineSystem(RingHost):
             self.driver.set_arbitration("ROUND_ROBIN")
             await self.program()
             await self.run_phase("gemm", gemm("sequential"))
-            if self.collective in ("direct", "all-to-all", "all-reduce"):
+            if self.collective in MESH_COLLECTIVES:
                 map_direct_windows(self.driver, wl)
                 await self.program()
                 await self.run_phase("rs", steps(direct_copy_steps if a2a else direct_rs_steps),
