@@ -630,7 +630,8 @@ def cmd_run(args):
         "direct": ("output chunks", "the numpy sum (exact: alike in any order)"),
         "all-reduce": ("output chunks", "the numpy sum (exact: alike in any order)"),
         "all-to-all": ("own chunk and received slots", "the GEMM outputs they copy")}.get(
-        args.collective, ("output chunks", "the ring-ordered numpy reference"))
+        args.collective if args.topology == "mesh" else "ring",
+        ("output chunks", "the ring-ordered numpy reference"))
     print(f"  verified   {'yes' if r['verified'] else 'NO'}: every GPU's {what} equal "
           f"{reference} bit for bit")
     if args.wave:
@@ -944,8 +945,9 @@ def _topology_args(parser):
                         "mesh: direct (the direct reduce-scatter: each GPU's GEMM stores every "
                         "other GPU's chunk into its owner's memory; needs --inputs integers), "
                         "all-to-all (each other GPU's chunk sent to it, not written locally; "
-                        "no all-gather) or all-reduce (the direct RS, then an all-gather by "
-                        "track and trigger, no CU; needs --inputs integers)")
+                        "no all-gather); on either: all-reduce (the RS, then an all-gather by "
+                        "track and trigger in the same kernel, no CU; on a mesh the direct RS, "
+                        "which needs --inputs integers)")
     g.add_argument("--inputs", choices=("normal", "integers"), default="normal",
                    help="the GEMM's inputs: normal (default), or integers from {-1, 0, 1}, "
                         "whose sums are exact in any order (the direct collective's check)")

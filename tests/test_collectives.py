@@ -137,6 +137,30 @@ def test_a_whole_all_reduce_runs_without_the_cus(tmp_path, t3_options):
 
 
 @pytest.mark.cocotb
+def test_a_whole_all_reduce_on_the_ring_runs_without_the_cus(tmp_path, t3_options):
+    """The ring reduce-scatter with every update tracked, then the all-gather by track and
+    trigger out of place (:func:`configure_fused` with ``all_reduce``): one fused phase, no
+    all-gather phase; bit-exact at every GPU and chunk against the ring-ordered reference
+    (fp16: the ring adds two updates per element, alike in either order); per GPU the
+    collective's accesses are the DMA's reads of the G - 2 chunks it adds on and the G - 1 it
+    sends on (its own reduced one and those it forwards), and the stores of as many; every
+    payload beat crosses a link once per hop; nothing dropped, no status."""
+    results = run_all(SPEC, GPUS, seed=t3_options.seed, collective="all-reduce")
+    assert all(r["verified"] is True for r in results.values())
+    cb = chunk_beats(SPEC, GPUS)
+    assert "ag" in results["sequential"]["phase_cycles"]
+    for config in ("t3", "t3-mca", "rs-nmc"):
+        r = results[config]
+        d = r["dram"]
+        assert list(r["phase_cycles"]) == ["gemm_rs"], config
+        assert d["rs_reads"] == d["rs_writes"] == GPUS * (2 * GPUS - 3) * cb, config
+        assert d["ag_reads"] == d["ag_writes"] == 0
+        assert d["link_payload_beats"] == 2 * GPUS * (GPUS - 1) * cb
+        assert all(v == 0 for g in r["status"].values() for v in g.values()), r["status"]
+    assert results["t3-mca"]["cycles"] < results["sequential"]["cycles"]
+
+
+@pytest.mark.cocotb
 def test_a_small_token_step_overlaps_its_latency_bound_reduce_scatter(tmp_path, t3_options):
     """Paper section 7.3: a generation step of 16 tokens (Mega-GPT-2's OP sub-layer on 4 GPUs
     at a quarter of the scaled GPU): one WG per ring step on two CUs, a link latency longer
@@ -186,6 +210,11 @@ def test_a_bad_topology_is_refused_by_name():
     with pytest.raises(ValueError, match=r"^collective all-reduce is checked bit for bit with "
                                          r"integer inputs"):
         run_config(SPEC, GPUS, "t3", topology="mesh", collective="all-reduce")
+    # on the ring the all-reduce needs no integer inputs (two updates per element), but the
+    # engines (its fused phase holds the all-gather)
+    with pytest.raises(ValueError, match=r"^collective all-reduce runs on the GPU-side "
+                                         r"engines \(engines=True\)$"):
+        run_config(SPEC, GPUS, "t3", collective="all-reduce", engines=False)
     big = GemmSpec(n=16 * 18, inputs="integers", **SMALL)
     with pytest.raises(ValueError, match=r"^gpus 18: collective all-reduce needs a remote "
                                          r"window per other GPU, 17, and the DMA has at most 16 "

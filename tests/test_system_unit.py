@@ -901,3 +901,81 @@ def test_the_all_reduce_sends_each_reduced_chunk_round_the_ring_once(gpus):
         with pytest.raises(ValueError, match=rf"^gemm: {triggers} tracked tiles exceed the "
                                              r"DMA's trigger_depth"):
             configure_all_reduce(d, wl, allocate(d, wl), "MCA")
+
+
+@pytest.mark.parametrize("gpus", [2, 3, 4, 5, 8, 16])
+def test_the_ring_all_reduce_reduces_each_chunk_then_sends_it_round_the_ring(gpus):
+    """The all-reduce on the ring (:func:`configure_fused` with ``all_reduce``), followed chunk
+    by chunk.  The reduce-scatter: the GEMM of GPU ``c - 1`` stores its chunk-``c`` tiles into
+    GPU ``c - 2`` (tracked there), whose region counts them at two updates per element and whose
+    command adds them into ``c - 3``, and so on to the owner ``c``, where a region counts the
+    chunk at two (the owner's GEMM's update and ``c + 1``'s: every update tracked).  The
+    all-gather: the owner's command stores the reduced chunk into slot 0 of ``R`` on ``c - 1``,
+    whose region counts it at one update per element and sends it on to slot 1 of ``c - 2``,
+    until its last stop ``c + 1`` (untracked, no region there): every GPU gets the chunk once,
+    in slot ``c - g - 1`` of its ``R``.  At most :data:`RING_ALL_REDUCE_REGIONS` regions per
+    GPU, which the node's four do not hold from four GPUs on (refused by name); the GEMM's
+    tiles all tracked updates, remote at step 1."""
+    from sim.system.programs import gemm_program
+    from sim.system.driver import REMOTE_SPACE
+    from sim.system.run import RING_ALL_REDUCE_REGIONS, for_collective
+    wl = Workload(GemmSpec(m=32, n=16 * gpus, k=32, wfs_per_wg=2), gpus, P)
+    nparams = for_collective(NP, gpus, "all-reduce", "ring")
+    driver = Driver(P, nparams, gpus)
+    layout = allocate(driver, wl)
+    configure_fused(driver, wl, layout, "MCA", all_reduce=True)
+    cb = layout["chunk_beats"] * P.beat_bytes
+    c_base, r_base = layout["C"].base, layout["R"].base
+    e = wl.spec.elem_bytes
+
+    def over(g, addr):
+        """GPU ``g``'s region over byte ``addr``, its command, and where that sends the byte;
+        or ``(None, None, None)``."""
+        regions = [r for r in driver.regions(g) if r.contains(addr)]
+        commands = [c for c in driver.commands(g)
+                    if c.src_base <= addr < c.src_base + c.ld * c.cols * e]
+        assert len(regions) == len(commands) <= 1
+        if not regions:
+            return None, None, None
+        return regions[0], commands[0], commands[0].dst_base + addr - commands[0].src_base
+
+    for c in range(gpus):
+        # the reduce-scatter: from GPU c - 2 (the step-1 stores of c - 1 land there) to c
+        g, hops = (c - 2) % gpus, 0
+        while g != c:
+            region, command, to = over(g, c_base + c * cb)
+            assert region.updates_per_element == 2 and command.op.name == "UPDATE", (c, g)
+            assert command.dst_gpu == (g - 1) % gpus and command.tracked
+            assert to == c_base + c * cb
+            g, hops = (g - 1) % gpus, hops + 1
+        assert hops == max(gpus - 2, 0), c
+        region, command, to = over(c, c_base + c * cb)
+        assert region.updates_per_element == 2 and command.op.name == "STORE"
+        assert command.dst_gpu == (c - 1) % gpus and to == r_base
+        assert command.tracked == (gpus > 2)
+        # the all-gather: slot s of GPU g - s - 1 ... until c + 1
+        g, slot = (c - 1) % gpus, 0
+        while True:
+            assert (c - g - 1) % gpus == slot
+            region, command, to = over(g, r_base + slot * cb)
+            if region is None:
+                break
+            assert region.updates_per_element == 1 and command.op.name == "STORE"
+            assert command.dst_gpu == (g - 1) % gpus and to == r_base + (slot + 1) * cb
+            assert command.tracked == ((g - 1) % gpus != (c + 1) % gpus), (c, g)
+            g, slot = (g - 1) % gpus, slot + 1
+        assert (g, slot) == ((c + 1) % gpus, gpus - 2), c
+    most = max(len(driver.regions(g)) for g in range(gpus))
+    assert most <= RING_ALL_REDUCE_REGIONS
+    for g in range(gpus):
+        assert driver.register_writes(g, block_registers(P, nparams))
+        program = gemm_program(wl, g, layout, "ring-all-reduce", REMOTE_SPACE)
+        assert all(d.update and d.tracked for d in program.wgs)
+        assert [d.remote for d in program.wgs] == [wg.step == 1 for wg in wl.schedule[g]]
+    if most > NP.tracker.regions:
+        d = Driver(P, NP, gpus)
+        with pytest.raises(ValueError, match=rf"^{NP.tracker.regions + 1} regions given but "
+                                             rf"the Tracker has {NP.tracker.regions} region "
+                                             r"registers"):
+            configure_fused(d, wl, allocate(d, wl), "MCA", all_reduce=True)
+    assert (most > NP.tracker.regions) == (gpus >= 4)

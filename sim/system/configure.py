@@ -51,11 +51,15 @@ def allocate(driver, wl, config="t3"):
     return layout
 
 
-def configure_fused(driver, wl, layout, policy):
+def configure_fused(driver, wl, layout, policy, all_reduce=False):
     """T3's set-up (paper Figure 12) for the fused GEMM -> ring-RS on every GPU ``g``:
     ``remote_map`` of the step-1 chunk ``g+1`` into GPU ``g-1``; ``dma_map`` of the chunks of
     steps 2..G-1 (updates per element 2) to the same place on GPU ``g-1``, the one that is GPU
-    ``g-1``'s own final chunk without tracking there; the arbiter's policy."""
+    ``g-1``'s own final chunk without tracking there; the arbiter's policy.
+
+    ``all_reduce``: the all-gather follows by track and trigger in the same kernel, no CU
+    (:func:`_ring_all_gather`): each GPU's own chunk is tracked too (its GEMM's update and
+    the one from GPU ``g+1``), and its DMA sends it on once reduced."""
     gpus, s = wl.gpus, wl.spec
     nc = wl.chunk_cols
     for g in range(gpus):
@@ -77,10 +81,39 @@ def configure_fused(driver, wl, layout, policy):
             driver.dma_map(c_here.cols_range(first * nc, count * nc), dst,
                            c_there.cols_range(first * nc, count * nc), op="update",
                            updates_per_element=2, tile=(s.tile_rows, s.tile_cols),
-                           tracked_at_dst=not final_there)
-        tracked_steps = range(2, gpus)
-        driver.gemm(c_here, wl.stages(g, tracked_steps), s.wfs_per_wg, update=True)
+                           tracked_at_dst=all_reduce or not final_there)
+        # the GEMM's tracked steps: 2..G-1, and with the all-gather its own chunk's (G)
+        tracked_steps = range(2, gpus + 1 if all_reduce else gpus)
+        forwarded = _ring_all_gather(driver, wl, g) if all_reduce else ()
+        driver.gemm(c_here, wl.stages(g, tracked_steps), s.wfs_per_wg, update=True,
+                    forwarded=forwarded, forwarded_after=all_reduce)
     driver.set_arbitration(policy, auto_threshold=policy == "MCA")
+
+
+def _ring_all_gather(driver, wl, g):
+    """GPU ``g``'s part of the all-gather by track and trigger after the ring reduce-scatter:
+    its reduced chunk ``g`` (tracked at two updates per element, its GEMM's and GPU
+    ``g+1``'s) is stored into slot 0 of ``R`` on GPU ``g-1``; slot ``s`` of ``g``'s ``R``
+    holds chunk ``g+1+s`` (each GPU's slots rotated by one against its neighbour's, so one
+    range of slots maps onto the next), tracked at one update per element, and slots
+    ``0..G-3`` go on to slot ``s+1`` of GPU ``g-1``, untracked there for the last (GPU
+    ``g-1`` is that chunk's last stop).  Out of place: a chunk's tiles pass through GPUs that
+    tracked them in the reduce-scatter, at two updates per element.  Returns the ``wg_id`` of
+    the tiles ``g`` passes on (:meth:`sim.system.driver.Driver.gemm`'s ``forwarded``)."""
+    s = wl.spec
+    gpus, nc = wl.gpus, wl.chunk_cols
+    tile = (s.tile_rows, s.tile_cols)
+    dst = (g - 1) % gpus
+    r_here, r_there = driver.buffer(g, "R"), driver.buffer(dst, "R")
+    driver.dma_map(driver.buffer(g, "C").cols_range(g * nc, nc), dst, r_there.cols_range(0, nc),
+                   op="store", updates_per_element=2, tile=tile, tracked_at_dst=gpus > 2)
+    for first, count, tracked in ((0, gpus - 3, True), (gpus - 3, 1, False)):
+        if first >= 0 and count > 0:
+            driver.dma_map(r_here.cols_range(first * nc, count * nc), dst,
+                           r_there.cols_range((first + 1) * nc, count * nc), op="store",
+                           updates_per_element=1, tile=tile, tracked_at_dst=tracked)
+    # slot s's chunk is g's step s + 1 (a tile's wg_id is its chunk's on every GPU)
+    return [wg for step in range(1, gpus - 1) for wg in wl.stages(g, [step])[0]]
 
 
 def _need_mesh(driver, what):

@@ -379,7 +379,7 @@ class Driver:
         return dataclasses.replace(cfg.l2, windows=self._windows(cfg))
 
     def gemm(self, out: Buffer, stages, wfs_per_wg, update=True, tracked_gpu=None,
-             forwarded=()):
+             forwarded=(), forwarded_after=False):
         """Check a fused GEMM launch against the configuration: with ``update`` the output
         stores are op-and-stores counted by the Tracker, so the tracked workgroups of the
         ``stages`` (lists of ``wg_id``) must never fill a Tracker set; returns the kernel's
@@ -389,7 +389,11 @@ class Driver:
         of ``wfs_per_wg`` WF tiles: the all-gather's tiles that arrive from one neighbour's DMA
         engine, one tile after another, to be sent on
         (:func:`sim.system.configure.configure_all_reduce`).  One of them can be open at a
-        time, in any set, so every set keeps a way for it; each fires a trigger."""
+        time, in any set, so every set keeps a way for it; each fires a trigger.  A
+        forwarded ``wg_id`` must not be one of the GEMM's, whose tiles would share its Tracker
+        entry, unless ``forwarded_after``: each forwarded tile arrives only after the GEMM's
+        tile of its id has fired (the ring's all-reduce, :func:`sim.system.configure.
+        configure_fused`: a chunk comes back reduced only after every GPU sent its part)."""
         if not isinstance(out, Buffer):
             raise ValueError(f"out must be a Buffer from malloc, not {out!r}")
         if update and not out.uncached:
@@ -400,7 +404,7 @@ class Driver:
             stages = [list(stage) for stage in stages]
             forwarded = list(forwarded)
             both = set(forwarded) & {wg for stage in stages for wg in stage}
-            if both:
+            if both and not forwarded_after:
                 raise ValueError(f"gemm: wg_id {min(both)} is both the GEMM's and forwarded "
                                  f"(their tiles would share a Tracker entry)")
             check_schedule(self.params, self.nparams.tracker, stages, wfs_per_wg,

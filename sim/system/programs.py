@@ -21,7 +21,8 @@ __all__ = ["gemm_program", "SLICE_BEATS", "slices", "rs_steps", "direct_slot",
 def gemm_program(wl, g, layout, mode, remote_space, free=False):
     """GPU ``g``'s GEMM as :class:`sim.system.kernels.GemmKernel` runs it: ``mode`` ``"t3"``
     (step-1 tiles as remote updates, steps 2..G-1 tracked updates, its own chunk an untracked
-    update), ``"direct"`` (a fully connected topology's direct reduce-scatter, paper section
+    update), ``"ring-all-reduce"`` (the same, every update tracked: the all-gather by track
+    and trigger follows, :func:`sim.system.configure.configure_fused`), ``"direct"`` (a fully connected topology's direct reduce-scatter, paper section
     7.1: every other GPU's chunk as remote updates to its owner, its own chunk an untracked
     update), ``"all-to-all"`` (every other GPU's chunk as remote stores to its owner, none of
     them written locally, its own chunk a local store) or ``"sequential"`` (plain stores);
@@ -36,6 +37,11 @@ def gemm_program(wl, g, layout, mode, remote_space, free=False):
             remote = wg.step == 1
             tracked = (2 <= gpus - 1) if remote else (2 <= wg.step <= gpus - 1)
             update = True
+        elif mode == "ring-all-reduce":
+            # as "t3", and its own chunk tracked too (step G); the step-1 stores always are,
+            # at GPU g - 1 the reduce-scatter's step 2 or (of 2 GPUs) its own chunk
+            remote = wg.step == 1
+            tracked = update = True
         elif mode == "direct":
             remote, tracked, update = wg.chunk != g, False, True
         elif mode == "all-reduce":

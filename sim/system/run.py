@@ -205,11 +205,11 @@ def describe_scale(spec, gpus, latency=LINK_LATENCY):
             f"{est['ratio']:.2f}")
 
 
-def read_back_beats(spec, gpus, params, collective):
-    """Beats the host reads back from every GPU after a run: its output ``C`` and, after an
-    all-to-all, its receive slots ``R`` (``G - 1`` chunks)."""
+def read_back_beats(spec, gpus, params, slots):
+    """Beats the host reads back from every GPU after a run: its output ``C`` and ``slots``
+    chunks of ``R`` (:func:`read_back_slots`)."""
     out_beats = spec.m * spec.n * spec.elem_bytes // params.beat_bytes
-    return out_beats + (out_beats // gpus * (gpus - 1) if collective == "all-to-all" else 0)
+    return out_beats + out_beats // gpus * slots
 
 
 def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=None,
@@ -230,10 +230,10 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
         raise ValueError("engines=False: the CU kernels in Python do not flush the L2 at a "
                          "kernel's end; run nodes with an L2 (NodeParams.l2) on the engines")
     wl = Workload(spec, gpus, params)
-    if collective in ORDER_FREE_COLLECTIVES and not wl.order_free():
+    if order_free(collective, topology) and not wl.order_free():
         raise ValueError(f"collective {collective}: the partials' sums pass {spec.dtype}'s exact "
                          f"integers (a smaller k, or fp32), so their order would matter")
-    driver = Driver(params, with_remote_windows(nparams, gpus, collective), gpus,
+    driver = Driver(params, for_collective(nparams, gpus, collective, topology), gpus,
                     topology=topology)
     layout = allocate(driver, wl, config)
     if nparams.l2 is not None:
@@ -241,13 +241,14 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
     elif l2_config is not None:
         raise ValueError("l2_config: the nodes have no L2 (l2 is None)")
     policy = "MCA" if config == "t3-mca" else "ROUND_ROBIN"
-    if collective in MESH_COLLECTIVES and config == "sequential":
+    direct = direct_collective(collective, topology)
+    if direct and config == "sequential":
         map_direct_windows(driver, wl)
-    elif collective in MESH_COLLECTIVES:
+    elif direct:
         {"direct": configure_direct, "all-to-all": configure_all_to_all,
          "all-reduce": configure_all_reduce}[collective](driver, wl, layout, policy)
     elif config != "sequential":
-        configure_fused(driver, wl, layout, policy)
+        configure_fused(driver, wl, layout, policy, all_reduce=collective == "all-reduce")
     map_ring_windows(driver, wl, "R")
     map_ring_windows(driver, wl, "C")
     if eparams is not None:
@@ -256,12 +257,12 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
         from sim.system.programs import gemm_program
         from system.engine.model import pack_wg
         regs = engine_registers(params, eparams)
-        mode = "sequential" if config == "sequential" else \
-            collective if collective in MESH_COLLECTIVES else "t3"
+        mode = engine_mode(config, collective, topology)
         # the engine's data memory holds the partial output and, after it, the read-back (of
-        # the all-to-all: C and R)
+        # the all-to-all and T3's all-reduce on the ring: C and R)
         out_beats = spec.m * spec.n * spec.elem_bytes // params.beat_bytes
-        back = read_back_beats(spec, gpus, params, collective)
+        back = read_back_beats(spec, gpus, params,
+                               read_back_slots(config, collective, topology, gpus))
         if out_beats + back > eparams.local_beats:
             raise ValueError(f"the engines' local_beats {eparams.local_beats} cannot hold a "
                              f"GPU's partial output and its read-back, {out_beats} + {back} "
@@ -338,17 +339,49 @@ def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
 
 #: The collectives a run performs after its GEMM: the ring reduce-scatter (any topology), and
 #: on a full mesh the direct reduce-scatter (paper section 7.1;
-#: :func:`sim.system.configure.configure_direct`), the all-to-all (sections 7.1 and 7.2;
-#: :func:`sim.system.configure.configure_all_to_all`) and the whole all-reduce
-#: (:func:`sim.system.configure.configure_all_reduce`).  The reduce-scatters are followed by
-#: the ring's all-gather, the all-to-all by nothing, and the all-reduce holds its all-gather.
+#: :func:`sim.system.configure.configure_direct`) and the all-to-all (sections 7.1 and 7.2;
+#: :func:`sim.system.configure.configure_all_to_all`), and on either the whole all-reduce (on
+#: a mesh :func:`sim.system.configure.configure_all_reduce`, its reduce-scatter the direct
+#: one; on a ring :func:`sim.system.configure.configure_fused` with ``all_reduce``).  The
+#: reduce-scatters are followed by the ring's all-gather, the all-to-all by nothing, and the
+#: all-reduce holds its all-gather.
 COLLECTIVES = ("ring", "direct", "all-to-all", "all-reduce")
 
-#: The collectives that send to every GPU, on a full mesh, a remote window per other GPU.
-MESH_COLLECTIVES = ("direct", "all-to-all", "all-reduce")
+#: The collectives that need a full mesh (they send to every GPU).
+MESH_COLLECTIVES = ("direct", "all-to-all")
 
-#: The collectives whose owners add their peers' updates in arrival order.
-ORDER_FREE_COLLECTIVES = ("direct", "all-reduce")
+
+def direct_collective(collective, topology):
+    """Whether ``collective`` on ``topology`` sends to every GPU, a remote window per other GPU:
+    the mesh's collectives, and the all-reduce on a mesh (its direct reduce-scatter; on a ring
+    its reduce-scatter is the ring's)."""
+    return collective in MESH_COLLECTIVES or (collective == "all-reduce" and topology == "mesh")
+
+
+def order_free(collective, topology):
+    """Whether the owners add their peers' updates in arrival order, so that only exact sums
+    check bit for bit: the direct reduce-scatters (the ring's adds two per element, which IEEE
+    addition leaves alike in either order)."""
+    return direct_collective(collective, topology) and collective != "all-to-all"
+
+
+def engine_mode(config, collective, topology):
+    """The GEMM program's mode (:func:`sim.system.programs.gemm_program`) of a run."""
+    if config == "sequential":
+        return "sequential"
+    if collective == "all-reduce":
+        return "all-reduce" if topology == "mesh" else "ring-all-reduce"
+    return collective if collective in MESH_COLLECTIVES else "t3"
+
+
+def read_back_slots(config, collective, topology, gpus):
+    """Slots of ``R`` the host reads back after ``C`` (chunks): after an all-to-all its
+    receive slots, after T3's all-reduce on the ring the chunks it all-gathered (``G - 1``
+    each); none otherwise."""
+    if collective == "all-to-all" or (collective == "all-reduce" and topology == "ring" and
+                                      config != "sequential"):
+        return gpus - 1
+    return 0
 
 
 def check_topology(topology, linklayer=False, collective="ring", spec=None, engines=True):
@@ -362,15 +395,13 @@ def check_topology(topology, linklayer=False, collective="ring", spec=None, engi
     if collective not in COLLECTIVES:
         raise ValueError(f"collective must be one of {', '.join(COLLECTIVES)}, not "
                          f"{collective!r}")
-    if collective in MESH_COLLECTIVES:
-        if topology != "mesh":
-            raise ValueError(f"collective {collective} needs a link to every GPU: topology "
-                             f"must be mesh, not {topology!r}")
-        if not engines:
-            raise ValueError(f"collective {collective} runs on the GPU-side engines "
-                             f"(engines=True)")
-    if collective in ORDER_FREE_COLLECTIVES and spec is not None and \
-            spec.inputs != "integers":
+    if collective in MESH_COLLECTIVES and topology != "mesh":
+        raise ValueError(f"collective {collective} needs a link to every GPU: topology "
+                         f"must be mesh, not {topology!r}")
+    if collective != "ring" and not engines:
+        raise ValueError(f"collective {collective} runs on the GPU-side engines "
+                         f"(engines=True)")
+    if order_free(collective, topology) and spec is not None and spec.inputs != "integers":
         # each owner adds its peers' updates in the order they arrive, which the reference
         # cannot know: a floating-point sum depends on it, an exact one not
         raise ValueError(f"collective {collective} is checked bit for bit with integer inputs "
@@ -379,10 +410,31 @@ def check_topology(topology, linklayer=False, collective="ring", spec=None, engi
                          f"{spec.inputs!r}")
 
 
-def with_remote_windows(nparams, gpus, collective):
-    """``nparams`` with a remote window per other GPU for the mesh's collectives."""
+#: Tracker regions and DMA commands of the nodes of T3's all-reduce on the ring
+#: (:func:`sim.system.configure.configure_fused`: up to three for the reduce-scatter, one for
+#: the owner's reduced chunk, two for the chunks it passes on; the node has 4).
+RING_ALL_REDUCE_REGIONS = 8
+
+#: The DMA's trigger queue of those nodes: a kernel's triggers, which it must hold
+#: (``docs/dma.md``), are the reduce-scatter's and the all-gather's, ``2G - 3`` chunks' tiles
+#: against the reduce-scatter's ``G - 2`` (580 in Table 2's TP16 cases at scale 1; the
+#: node's queue holds 512).
+RING_ALL_REDUCE_TRIGGERS = 1024
+
+
+def for_collective(nparams, gpus, collective, topology):
+    """``nparams`` with what ``collective`` needs of the nodes: a remote window per other GPU
+    where it sends to every GPU (:func:`direct_collective`), and for the all-reduce on the
+    ring :data:`RING_ALL_REDUCE_REGIONS` Tracker regions and DMA commands and a trigger queue
+    of :data:`RING_ALL_REDUCE_TRIGGERS`."""
     from dma.config import MAX_REMOTE_WINDOWS
-    if collective not in MESH_COLLECTIVES:
+    if collective == "all-reduce" and topology == "ring":
+        n = max(nparams.tracker.regions, RING_ALL_REDUCE_REGIONS)
+        return dataclasses.replace(
+            nparams, tracker=dataclasses.replace(nparams.tracker, regions=n),
+            dma=dataclasses.replace(nparams.dma, commands=n, trigger_depth=max(
+                nparams.dma.trigger_depth, RING_ALL_REDUCE_TRIGGERS)))
+    if not direct_collective(collective, topology):
         return nparams
     if gpus - 1 > MAX_REMOTE_WINDOWS:
         raise ValueError(f"gpus {gpus}: collective {collective} needs a remote window per "
@@ -503,9 +555,9 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     either topology), and on a mesh ``"direct"`` (the direct reduce-scatter, paper section
     7.1: every GPU's GEMM stores each other GPU's chunk straight into its owner's memory,
     where the near-memory ALUs add it; the all-gather is the ring's), ``"all-to-all"``
-    (section 7.2: each chunk stored into its owner's slot, nothing reduced, no all-gather) or
-    ``"all-reduce"`` (the direct reduce-scatter, then the all-gather by track and trigger in
-    the same phase)."""
+    (section 7.2: each chunk stored into its owner's slot, nothing reduced, no all-gather),
+    and on either ``"all-reduce"`` (the reduce-scatter, direct on a mesh, then the all-gather
+    by track and trigger in the same phase)."""
     import sim.system.testbench as tb
     sim = sim or default_sim()
     check_int("gpus", gpus, 2, MAX_GPUS)
@@ -515,7 +567,7 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     nparams = with_linklayer(nparams, linklayer)
     fault_ports = check_faults(faults, nparams) if faults else None
     check_topology(topology, nparams.linklayer is not None, collective, spec, engines)
-    nparams = with_remote_windows(nparams, gpus, collective)
+    nparams = for_collective(nparams, gpus, collective, topology)
     if reset_gpu is not None:
         check_reset(reset_gpu, gpus, config, engines)
     eparams = engine_params_for(gpus) if engines is True else (engines or None)

@@ -35,7 +35,7 @@ from sim.system.results import (COUNTERS, L2_COUNTERS, LINK_LAYER_COUNTERS, comp
                                 dram_accesses, link_utilization)
 from sim.system.driver import ETYPES, REMOTE_SPACE
 from sim.system.workload import LINK_BANDWIDTH, GemmSpec, Workload, ring_reference
-from sim.system.run import MESH_COLLECTIVES
+from sim.system.run import direct_collective, engine_mode, read_back_slots
 from system.engine.config import EngineParams
 from sim.system.programs import (ag_steps, direct_copy_steps, direct_rs_steps, direct_slot,
                                  gemm_program, read_steps, rs_steps)
@@ -657,7 +657,7 @@ class EngineSystem(RingHost):
             self.driver.set_arbitration("ROUND_ROBIN")
             await self.program()
             await self.run_phase("gemm", gemm("sequential"))
-            if self.collective in MESH_COLLECTIVES:
+            if direct_collective(self.collective, self.driver.topology):
                 map_direct_windows(self.driver, wl)
                 await self.program()
                 await self.run_phase("rs", steps(direct_copy_steps if a2a else direct_rs_steps),
@@ -668,12 +668,15 @@ class EngineSystem(RingHost):
                 await self.run_phase("rs", steps(rs_steps))
         else:
             policy = "MCA" if self.config == "t3-mca" else "ROUND_ROBIN"
-            configure = {"direct": configure_direct, "all-to-all": configure_all_to_all,
-                         "all-reduce": configure_all_reduce}.get(self.collective,
-                                                                 configure_fused)
-            configure(self.driver, wl, layout, policy)
+            if direct_collective(self.collective, self.driver.topology):
+                {"direct": configure_direct, "all-to-all": configure_all_to_all,
+                 "all-reduce": configure_all_reduce}[self.collective](self.driver, wl, layout,
+                                                                      policy)
+            else:
+                configure_fused(self.driver, wl, layout, policy,
+                                all_reduce=self.collective == "all-reduce")
             await self.program()
-            mode = self.collective if self.collective != "ring" else "t3"
+            mode = engine_mode(self.config, self.collective, self.driver.topology)
             # an all-reduce's chunks also arrive once more each, all-gathered by the DMAs
             fused_ag = self.collective == "all-reduce"
             await self.run_phase("gemm_rs", gemm(mode, free=self.config == ISOLATED_RS),
@@ -684,9 +687,10 @@ class EngineSystem(RingHost):
             self.driver.set_arbitration("ROUND_ROBIN")
             await self.program()
             await self.run_phase("ag", steps(ag_steps), arrivals=(gpus - 1) * cb)
-        # the read-back lands after the partials: C, and after an all-to-all R's slots
+        # the read-back lands after the partials: C, and after an all-to-all or T3's
+        # all-reduce on the ring R's slots
         first = len(self.partials[0])
-        slots = gpus - 1 if a2a else 0
+        slots = read_back_slots(self.config, self.collective, self.driver.topology, gpus)
         reads = [(Kernel.STEPS, {}, [pack_step(self.params, s) for s in read_steps(
             layout["C"].base, gpus * cb, first, self.eparams.buffer_beats,
             self.params.beat_bytes) + (read_steps(
@@ -700,7 +704,13 @@ class EngineSystem(RingHost):
             per = cb * self.params.beat_bytes // np.dtype(wl.dtype).itemsize
             chunks.append([out[c * per:(c + 1) * per].reshape(wl.chunk_cols, wl.spec.m).T
                            for c in range(gpus + slots)])
-        return self.verify_all_to_all(chunks) if a2a else self.verify(chunks)
+        if a2a:
+            return self.verify_all_to_all(chunks)
+        if slots:
+            # GPU g's own chunk in C, chunk g + 1 + s in its slot s of R
+            chunks = [[chunks[g][c] if c == g else chunks[g][gpus + (c - g - 1) % gpus]
+                       for c in range(gpus)] for g in range(gpus)]
+        return self.verify(chunks)
 
 
 @cocotb.test()
