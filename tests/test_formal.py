@@ -440,8 +440,11 @@ class TrackerSpec(Elaboratable):
             m.d.comb += [Assert(st["s1_inc"] == 1), Assert(st["s1_thr"] == thr),
                          Assert(st["s1_region"] == 0)]
         with m.If(mine2):
-            m.d.comb += [Assert(st["s2_inc"] == 1), Assert(st["s2_room"] == thr - 1),
-                         Assert(st["s2_cap"] == T_SMALL.max_count - 1),
+            room = thr - 1       # at least 0: thr >= 1 (below)
+            m.d.comb += [Assert(st["s2_inc"] == 1), Assert(~st["s2_room_neg"]),
+                         Assert(st["s2_room_big"] == (room > T_SMALL.max_count)),
+                         Assert(st["s2_room"] == room[:T_SMALL.count_bits]),
+                         Assert(st["s2_cap"] == T_SMALL.max_count - 1), Assert(~st["s2_cap_neg"]),
                          Assert(st["s2_miss_fire"] == (thr == 1)), Assert(~st["s2_miss_over"]),
                          Assert(~st["s2_miss_overflow"]), Assert(st["s2_region"] == 0)]
         s3_fire, s3_new = st["s3_fire"], st["s3_new_count"]

@@ -238,9 +238,18 @@ class Tracker(wiring.Component):
         s2_miss_fire = Signal(name="s2_miss_fire")
         s2_miss_over = Signal(name="s2_miss_over")
         s2_miss_overflow = Signal(name="s2_miss_overflow")
-        # for a hit: count + inc vs threshold and maximum is count vs these, each way in parallel
-        s2_room = Signal(signed(thr_bits + 1))       # threshold - increment
-        s2_cap = Signal(signed(tp.count_bits + 1))   # max_count - increment
+        # for a hit: count + inc vs threshold and maximum is count vs these, each way in parallel.
+        # Each is cut to the counter's width here, its out-of-range cases decided as flags, so
+        # that stage 2 compares count_bits bits (the threshold's full width, thr_bits + 1 with
+        # the sign, made the carry chain of stage 2's critical path three times as long).
+        s2_room = Signal(tp.count_bits)   # threshold - increment, when in 0..max_count
+        s2_room_neg = Signal()            # threshold - increment < 0: any hit is over
+        s2_room_big = Signal()            # ... > max_count: no count reaches it
+        s2_cap = Signal(tp.count_bits)    # max_count - increment, when >= 0
+        s2_cap_neg = Signal()             # increment > max_count: any hit overflows
+        room = Signal(signed(thr_bits + 1))
+        cap = Signal(signed(max(tp.count_bits, inc_bits) + 1))
+        m.d.comb += [room.eq(s1_thr - s1_inc), cap.eq(tp.max_count - s1_inc)]
         s2_set = Signal(range(tp.sets))
         s2_tag = Signal(entry["tag"].shape)
         s2_addr = Signal(beat_addr_bits)
@@ -254,7 +263,9 @@ class Tracker(wiring.Component):
                 s2_valid.eq(s1_valid), s2_count.eq(s1_count), s2_bad.eq(s1_bad),
                 s2_miss_fire.eq(s1_inc == s1_thr), s2_miss_over.eq(s1_inc > s1_thr),
                 s2_miss_overflow.eq(s1_inc > tp.max_count),
-                s2_room.eq(s1_thr - s1_inc), s2_cap.eq(tp.max_count - s1_inc),
+                s2_room.eq(room[:tp.count_bits]), s2_room_neg.eq(room[-1]),
+                s2_room_big.eq(~room[-1] & room[tp.count_bits:-1].any()),
+                s2_cap.eq(cap[:tp.count_bits]), s2_cap_neg.eq(cap[-1]),
                 s2_set.eq(s1_set),
                 s2_tag.eq(s1_tag), s2_addr.eq(s1_addr), s2_inc.eq(s1_inc),
                 s2_region.eq(s1_region), s2_wg_id.eq(s1_wg_id),
@@ -330,7 +341,6 @@ class Tracker(wiring.Component):
         m.d.comb += fwd.eq(Mux(same3, s3_write, 0))
 
         def compares(e, name):
-            count_e = Cat(e.count, C(0, 1)).as_signed()     # unsigned, widened
             out = {k: Signal(name=f"{name}_{k}") for k in (
                 "match", "free", "earlier", "fire", "over", "overflow", "mismatch")}
             out["count"] = Signal(sum_bits, name=f"{name}_count")
@@ -338,9 +348,9 @@ class Tracker(wiring.Component):
                 out["match"].eq(e.valid & (e.tag == s2_tag)),
                 out["free"].eq(~e.valid),
                 out["earlier"].eq(e.start < s2_addr),
-                out["fire"].eq(count_e == s2_room),
-                out["over"].eq(count_e > s2_room),
-                out["overflow"].eq(count_e > s2_cap),
+                out["fire"].eq(~s2_room_neg & ~s2_room_big & (e.count == s2_room)),
+                out["over"].eq(s2_room_neg | (~s2_room_big & (e.count > s2_room))),
+                out["overflow"].eq(s2_cap_neg | (e.count > s2_cap)),
                 out["mismatch"].eq(e.region != s2_region),
                 out["count"].eq(e.count + s2_inc),
             ]
@@ -399,9 +409,9 @@ class Tracker(wiring.Component):
                 s3_over.eq(to_over),
                 s3_overflow.eq(to_overflow),
                 s3_fire.eq(to_fire),
-                s3_full.eq(s2_count & miss_alloc & ~hit & ~any_free),
                 s3_write.eq(Mux(s2_valid & s2_count & ~to_mismatch & ~to_over & ~to_overflow &
                                 (hit | ~to_fire), Mux(hit, match, first_free), 0)),
+                s3_full.eq(s2_count & miss_alloc & ~hit & ~any_free),
                 s3_new_count.eq(Mux(hit, hit_count, s2_inc)),
                 s3_start.eq(start),
                 s3_set.eq(s2_set),
@@ -472,10 +482,10 @@ class Tracker(wiring.Component):
                             ("tracked", s3_go & s3_count & ~error), ("triggers", s3_go & fire),
                             ("stall_full", set_full), ("stall_out", out_busy)):
             count(m, counters[name], event, clear_counters)
-        with m.If(clear_counters):
-            m.d.sync += peak.eq(next_occ)
-        with m.Elif(next_occ > peak):
-            m.d.sync += peak.eq(next_occ)
+        # the peak follows the occupancy register a cycle later (from ``next_occ`` it put the
+        # stall and fire decision, an adder and a compare on one path: the Tracker's longest)
+        with m.If(clear_counters | (occupancy > peak)):
+            m.d.sync += peak.eq(occupancy)
 
         #: The table and the pipeline's registers by name, set by :meth:`elaborate`, for the
         #: proofs whose invariants must name them (``TrackerCountSpec`` of
