@@ -264,7 +264,7 @@ def tracker_registers(params: T3Params, tparams: TrackerParams):
         Reg("stall_out", 32, "ro", "cycles the head access waited for the trigger output"),
         Reg("occupancy", 32, "ro", "valid entries now"),
         Reg("peak_occupancy", 32, "ro", "most valid entries at once since the counters were "
-                                        "cleared"),
+                                        "cleared (it follows `occupancy` a cycle later)"),
     ]
     for r in range(tparams.regions):
         regs += [
