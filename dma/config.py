@@ -24,7 +24,7 @@ from amaranth.lib import data
 
 from hw.csr import Field, Reg, RegisterFile
 from hw.interfaces import ELEM_BYTES, ElemType, Op, Packer, Source, region_bits
-from hw.params import T3Params, check_int, is_int
+from hw.params import T3Params, check_int, check_params, is_int, param
 
 
 __all__ = [
@@ -131,24 +131,19 @@ class DMAParams:
         defaults, 128 with ``gpu_bits=1, len_bits=10`` (the board's 128-bit beats).
     """
 
-    commands: int = 4
-    trigger_depth: int = 8
-    buffer_beats: int = 32
-    max_granularity: int = 8
-    gpu_bits: int = 4
-    dim_bits: int = 16
-    remote_burst: int = 8
-    remote_flush: int = 4
-    len_bits: int = 16
-    remote_windows: int = 1
+    commands: int = param(4, "command table entries = Tracker regions", 1, 16)
+    trigger_depth: int = param(8, "trigger queue entries", 2, 4096)
+    buffer_beats: int = param(32, "payload buffer = reads in flight", 4, 1024)
+    max_granularity: int = param(8, "largest DMA block in tiles", 1, 64)
+    gpu_bits: int = param(4, "GPU number width", 1, 8)
+    dim_bits: int = param(16, "width of the dimension registers", 4, 24)
+    remote_burst: int = param(8, "remote stores combined into one packet", 1, 64)
+    remote_flush: int = param(4, "idle cycles before an open remote packet leaves", 1, 255)
+    len_bits: int = param(16, "width of the link header's beat counts", 7, 16)
+    remote_windows: int = param(1, "remote_map windows", 1, MAX_REMOTE_WINDOWS)
 
     def __post_init__(self):
-        for name, lo, hi in (("commands", 1, 16), ("trigger_depth", 2, 4096),
-                             ("buffer_beats", 4, 1024), ("max_granularity", 1, 64),
-                             ("gpu_bits", 1, 8), ("dim_bits", 4, 24), ("remote_burst", 1, 64),
-                             ("remote_flush", 1, 255), ("len_bits", 7, 16),
-                             ("remote_windows", 1, MAX_REMOTE_WINDOWS)):
-            check_int(name, getattr(self, name), lo, hi)
+        check_params(self)
 
     @property
     def command_bits(self):

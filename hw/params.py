@@ -12,7 +12,8 @@ import dataclasses
 import json
 
 
-__all__ = ["T3Params", "check_int", "check_pow2", "is_int"]
+__all__ = ["T3Params", "check_int", "check_pow2", "is_int", "param", "check_params",
+           "param_help"]
 
 
 def is_int(value):
@@ -53,6 +54,35 @@ def check_pow2(name, value, lo, hi):
     raise ValueError(f"{name} must be a power of two from {lo} to {hi}, not {value!r}")
 
 
+def param(default, doc, lo, hi, pow2=False):
+    """A field of a params dataclass that declares its range and its help once: an integer
+    from ``lo`` to ``hi`` (a power of two with ``pow2``), ``doc`` a few words of what it is.
+    The dataclass refuses a value out of range (:func:`check_params`) and ``t3``'s options
+    take their help from it (:func:`param_help`)."""
+    return dataclasses.field(default=default,
+                             metadata={"doc": doc, "lo": lo, "hi": hi, "pow2": pow2})
+
+
+def check_params(obj):
+    """Refuse, naming the field and quoting the value (:func:`check_int`,
+    :func:`check_pow2`), the first field of params dataclass ``obj`` declared with
+    :func:`param` that is out of its range, in the fields' order."""
+    for f in dataclasses.fields(obj):
+        m = f.metadata
+        if "doc" in m:
+            (check_pow2 if m["pow2"] else check_int)(f.name, getattr(obj, f.name), m["lo"],
+                                                      m["hi"])
+
+
+def param_help(cls, name):
+    """The help of field ``name`` of params dataclass ``cls`` (declared with :func:`param`):
+    what it is, its range and its default."""
+    f = {f.name: f for f in dataclasses.fields(cls)}[name]
+    m = f.metadata
+    kind = "a power of two" if m["pow2"] else "an integer"
+    return f"{m['doc']}: {kind} from {m['lo']} to {m['hi']} (default {f.default})"
+
+
 @dataclasses.dataclass(frozen=True)
 class T3Params:
     """Widths of the T3 node interfaces.
@@ -79,21 +109,17 @@ class T3Params:
         With a message naming the field and the refused value.
     """
 
-    beat_bits: int = 256
-    addr_bits: int = 32
-    wg_id_bits: int = 16
-    wf_id_bits: int = 3
-    tag_bits: int = 4
+    beat_bits: int = param(256, "memory beat width in bits", 32, 1024, pow2=True)
+    addr_bits: int = param(32, "byte address width", 12, 64)
+    wg_id_bits: int = param(16, "wg_id width", 1, 32)
+    wf_id_bits: int = param(3, "wf_id width", 0, 6)
+    tag_bits: int = param(4, "read tag width", 0, 16)
 
     def __post_init__(self):
-        check_pow2("beat_bits", self.beat_bits, 32, 1024)
-        check_int("addr_bits", self.addr_bits, 12, 64)
+        check_params(self)
         if (1 << self.addr_bits) < self.beat_bytes:
             raise ValueError(f"addr_bits {self.addr_bits} cannot address one beat of "
                              f"{self.beat_bytes} bytes")
-        check_int("wg_id_bits", self.wg_id_bits, 1, 32)
-        check_int("wf_id_bits", self.wf_id_bits, 0, 6)
-        check_int("tag_bits", self.tag_bits, 0, 16)
 
     @property
     def beat_bytes(self):

@@ -4,7 +4,7 @@ import dataclasses
 import enum
 
 from hw.csr import Field, Reg, RegisterFile
-from hw.params import check_int
+from hw.params import check_int, check_params, param
 
 
 __all__ = ["ArbiterParams", "Policy", "CalibRow", "DEFAULT_CALIBRATION", "Status", "INFO", "CTRL",
@@ -60,12 +60,11 @@ class ArbiterParams:
     calib_rows : int
         Rows of the calibration table, 2 to 8.
     """
-    depth: int = 64
-    calib_rows: int = 4
+    depth: int = param(64, "MCQ entries", 4, 1024)
+    calib_rows: int = param(4, "calibration table rows", 2, 8)
 
     def __post_init__(self):
-        check_int("depth", self.depth, 4, 1024)
-        check_int("calib_rows", self.calib_rows, 2, 8)
+        check_params(self)
 
     @property
     def no_limit(self):

@@ -3,7 +3,7 @@
 import dataclasses
 
 from hw.csr import Field, Reg, RegisterFile
-from hw.params import T3Params, check_int, check_pow2
+from hw.params import T3Params, check_int, check_params, param
 
 
 from .alu import LATENCY as _ALU_LATENCY
@@ -64,26 +64,24 @@ class NMCParams:
     as HBM controllers map the address bits just above the burst, so that a stream is spaced
     by CCD_S rather than CCD_L (Accel-Sim's HBM configuration, which the paper's simulator
     used, selects the bank group from the lowest bits for the same reason)."""
-    bank_groups: int = 4
-    banks: int = 4
-    columns: int = 32
-    rows: int = 8
-    resp_depth: int = 16
+    bank_groups: int = param(4, "bank groups", 1, 4096, pow2=True)
+    banks: int = param(4, "banks per group", 1, 4096, pow2=True)
+    columns: int = param(32, "beats per row", 1, 4096, pow2=True)
+    rows: int = param(8, "rows per bank", 1, 4096, pow2=True)
+    resp_depth: int = param(16, "read response queue entries", 4, 256)
     timing: HBMTiming = HBMTiming()
     #: element types the ALUs can add (an ``UPDATE`` of another type is refused with
     #: ``error``); a prototype that only reduces fp16 and fp32 builds less logic
     formats: tuple = ("fp16", "bf16", "fp32", "int32")
 
     def __post_init__(self):
-        for name in ("bank_groups", "banks", "columns", "rows"):
-            check_pow2(name, getattr(self, name), 1, 4096)
+        check_params(self)
         known = ("fp16", "bf16", "fp32", "int32")
         if not self.formats or any(f not in known for f in self.formats) or \
                 len(set(self.formats)) != len(self.formats):
             raise ValueError(f"formats must be distinct names from {known}, "
                              f"not {self.formats!r}")
         object.__setattr__(self, "formats", tuple(self.formats))
-        check_int("resp_depth", self.resp_depth, 4, 256)
         if not isinstance(self.timing, HBMTiming):
             raise ValueError(f"timing must be an HBMTiming, not {self.timing!r}")
 

@@ -162,15 +162,16 @@ def _folder_arg(text):
 _folder_arg.writes = "folder"
 
 
-def _param_args(parser, title, cls, helps, dest_prefix=""):
-    """One option per field of the params dataclass ``cls`` named in ``helps``; the default
-    shown and used is the dataclass's own (``None`` here: the field is left out when the
-    option is not given)."""
+def _param_args(parser, title, cls, names, dest_prefix=""):
+    """One option per field ``names`` of the params dataclass ``cls``, its help, range and
+    default the field's own (:func:`hw.params.param`); the default is left to the dataclass
+    (``None`` here: the field is left out when the option is not given), and so is the range
+    check, which names the field."""
+    from hw.params import param_help
     g = parser.add_argument_group(title)
-    defaults = cls()
-    for name, text in helps.items():
+    for name in names:
         g.add_argument(f"--{name.replace('_', '-')}", dest=dest_prefix + name, type=int,
-                       default=None, help=f"{text} (default {getattr(defaults, name)})")
+                       default=None, help=param_help(cls, name))
 
 
 def _given(args, names, dest_prefix=""):
@@ -179,17 +180,14 @@ def _given(args, names, dest_prefix=""):
             if getattr(args, dest_prefix + n) is not None}
 
 
-TRACKER_ARGS = {"sets": "table sets", "ways": "ways per set", "regions": "region registers",
-                "count_bits": "counter width"}
-SYSTEM_ARGS = {"addr_bits": "byte address width", "wg_id_bits": "wg_id width",
-               "wf_id_bits": "wf_id width"}
-ARBITER_ARGS = {"depth": "MCQ entries", "calib_rows": "calibration table rows"}
-NMC_ARGS = {"bank_groups": "bank groups", "banks": "banks per group",
-            "columns": "beats per row", "rows": "rows per bank"}
-DMA_ARGS = {"commands": "command table entries = Tracker regions",
-            "trigger_depth": "trigger queue", "buffer_beats": "payload buffer = reads in flight",
-            "max_granularity": "largest DMA block in tiles", "gpu_bits": "GPU number width",
-            "len_bits": "width of the link header's beat counts"}
+#: The parameters each block's commands take as options (their help and range are the
+#: fields' own, :func:`hw.params.param`).
+TRACKER_ARGS = ("sets", "ways", "regions", "count_bits")
+SYSTEM_ARGS = ("addr_bits", "wg_id_bits", "wf_id_bits")
+ARBITER_ARGS = ("depth", "calib_rows")
+NMC_ARGS = ("bank_groups", "banks", "columns", "rows")
+DMA_ARGS = ("commands", "trigger_depth", "buffer_beats", "max_granularity", "gpu_bits",
+            "len_bits")
 
 
 def _system_args(parser):

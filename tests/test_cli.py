@@ -404,3 +404,27 @@ def test_synth_says_in_one_line_when_a_block_does_not_fit(monkeypatch, capsys):
     assert main(["synth", "up5k", "tracker"]) == 1
     assert capsys.readouterr().err == ("t3: error: t3_tracker does not fit the iCE40-UP5K "
                                        "(SG48): no ICESTORM_LC left\n")
+
+
+def test_a_block_parameter_option_says_what_its_field_declares(capsys):
+    """Every option of a block's parameter (``t3 export/synth ... tracker --sets``) takes its
+    help, range and default from the field's one declaration (:func:`hw.params.param`): the
+    help is :func:`hw.params.param_help`'s, and ``t3 export`` of the block refuses a value
+    out of range naming the field, before any build."""
+    import dataclasses
+    from t3.cli import build_parser, TRACKER_ARGS, SYSTEM_ARGS
+    from hw.params import T3Params, param_help
+    from tracker.config import TrackerParams
+    seen = {}
+    for path, action in _commands(build_parser()):
+        if path == ("export", "tracker"):
+            seen[action.dest] = action.help
+    for cls, names in ((TrackerParams, TRACKER_ARGS), (T3Params, SYSTEM_ARGS)):
+        for name in names:
+            assert seen[name] == param_help(cls, name), name
+    hi = {f.name: f.metadata["hi"] for f in dataclasses.fields(TrackerParams)}["ways"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["export", "tracker", "--ways", str(hi + 1), "--out", "/tmp/t3-never.v"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == \
+        f"t3: error: ways must be an integer from 1 to 16, not {hi + 1}"

@@ -39,6 +39,42 @@ def test_params_refused(kwargs, message):
         T3Params(**kwargs)
 
 
+def _declared():
+    """Every params dataclass field declared with :func:`hw.params.param`: ``(cls, field)``."""
+    import dataclasses
+    from dma.config import DMAParams
+    from mc_arbiter.config import ArbiterParams
+    from nmc.config import NMCParams
+    return [(cls, f) for cls in (T3Params, TrackerParams, ArbiterParams, NMCParams, DMAParams)
+            for f in dataclasses.fields(cls) if "doc" in f.metadata]
+
+
+@pytest.mark.parametrize("cls, field", _declared(), ids=lambda x: getattr(x, "name",
+                                                                          getattr(x, "__name__", "")))
+def test_a_declared_parameter_is_checked_and_helped_from_its_one_declaration(cls, field):
+    """A field declared with ``param`` (its range and help once): the dataclass refuses a value
+    just outside the range, naming the field and quoting the value, and takes its bounds (and
+    with ``pow2`` no other value between them); ``t3``'s option for it shows that range and
+    the dataclass's default."""
+    from hw.params import param_help
+    m = field.metadata
+    kind = "a power of two" if m["pow2"] else "an integer"
+    for bad in (m["lo"] - 1, m["hi"] + 1):
+        with pytest.raises(ValueError, match=rf"^{field.name} must be {kind} from {m['lo']} "
+                                             rf"to {m['hi']}, not {bad}$"):
+            cls(**{field.name: bad})
+    for good in (m["lo"], m["hi"]):
+        try:
+            cls(**{field.name: good})
+        except ValueError as error:     # another field's check (a cross-field bound)
+            assert not str(error).startswith(f"{field.name} must be"), error
+    if m["pow2"] and m["hi"] >= 4:
+        with pytest.raises(ValueError, match=rf"^{field.name} must be a power of two"):
+            cls(**{field.name: 3})
+    assert param_help(cls, field.name) == \
+        f"{m['doc']}: {kind} from {m['lo']} to {m['hi']} (default {field.default})"
+
+
 def test_params_frozen():
     with pytest.raises(AttributeError):
         T3Params().beat_bits = 128

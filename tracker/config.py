@@ -10,7 +10,7 @@ from collections import Counter
 
 from hw.csr import Field, Reg, RegisterFile
 from hw.interfaces import region_bits
-from hw.params import T3Params, check_int, check_pow2
+from hw.params import T3Params, check_int, check_params, param
 
 
 __all__ = [
@@ -48,16 +48,13 @@ class TrackerParams:
         Width of an entry's update counter, 1 to 32.  The threshold of every region must fit.
     """
 
-    sets: int = 256
-    ways: int = 8
-    regions: int = 4
-    count_bits: int = 16
+    sets: int = param(256, "table sets", 1, 4096, pow2=True)
+    ways: int = param(8, "ways per set", 1, 16)
+    regions: int = param(4, "region registers", 1, 16)
+    count_bits: int = param(16, "counter width", 1, 32)
 
     def __post_init__(self):
-        check_pow2("sets", self.sets, 1, 4096)
-        check_int("ways", self.ways, 1, 16)
-        check_int("regions", self.regions, 1, 16)
-        check_int("count_bits", self.count_bits, 1, 32)
+        check_params(self)
 
     @property
     def set_bits(self):
