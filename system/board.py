@@ -15,12 +15,13 @@ The address map (byte addresses of the bridge's commands): GPU ``g``'s configura
 
 import dataclasses
 
-from amaranth import C, Cat, Elaboratable, Instance, Module, Signal
+from amaranth import Cat, Elaboratable, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect
 
 from hw.axil import AXILiteDecoder, AXILiteToCSR
 from hw.csr import Field, Reg, RegisterFile, csr_signature
+from hw.ecp5 import ECP5PLL, ecp5_global, pll_config
 from hw.params import T3Params, check_int
 from hw.uart import UARTBridge, bridge_status_layout
 from mc_arbiter.config import ArbiterParams
@@ -30,9 +31,12 @@ from system.engine.rtl import load_signature
 from system.node import NodeParams
 
 
-__all__ = ["BoardParams", "BoardHost", "BoardCore", "BoardTop", "ecp5_global", "board_registers",
-           "BOARD_ID", "CTRL", "STATUS", "READ_LATENCY"]
+__all__ = ["BoardParams", "BoardHost", "BoardCore", "BoardTop", "board_registers",
+           "OSCILLATOR_HZ", "BOARD_ID", "CTRL", "STATUS", "READ_LATENCY"]
 
+
+#: The ULX3S's oscillator (``clk25``), the PLL's input.
+OSCILLATOR_HZ = 25_000_000
 
 #: What the board block's ``id`` register reads: "T3" and the register map's version.
 BOARD_ID = 0x5433_0001
@@ -51,7 +55,9 @@ class BoardParams:
     of :class:`nmc.config.NMCParams`), a Tracker of ``tracker_ways`` ways (the node's 64 sets;
     the driver refuses a GEMM whose tiles could fill a set), the engines' ``engine``
     geometry, links of ``link_latency`` cycles and ``link_num / link_den`` beats per cycle, a
-    ``clock_hz`` clock and a serial port of ``baud`` bits per second.
+    ``clock_hz`` clock (made by the ECP5's PLL from the board's 25 MHz oscillator, exactly:
+    :func:`hw.ecp5.pll_config` refuses one it cannot make) and a serial port of ``baud`` bits
+    per second (its divisor, :attr:`divisor`, follows the clock).
 
     The defaults are cut down for an LFE5U-85F (``docs/fpga.md``): two GPUs with 128-bit beats
     (half the system's: every queue, slice and ALU half as wide; the DMA's link header fits
@@ -73,14 +79,14 @@ class BoardParams:
     link_latency: int = 64
     link_num: int = 3
     link_den: int = 40
-    clock_hz: int = 25_000_000
+    clock_hz: int = 50_000_000
     baud: int = 115_200
 
     def __post_init__(self):
         from system.ring import check_ring
         check_int("gpus", self.gpus, 2, 16)
         check_int("tracker_ways", self.tracker_ways, 1, 8)
-        check_int("clock_hz", self.clock_hz, 1_000_000, 500_000_000)
+        pll_config(OSCILLATOR_HZ, self.clock_hz)        # one the PLL makes, or refused
         check_int("baud", self.baud, 1_200, self.clock_hz // 4)
         object.__setattr__(self, "formats", tuple(self.formats))
         object.__setattr__(self, "engine_formats", tuple(self.engine_formats))
@@ -133,6 +139,11 @@ class BoardParams:
         """The :class:`hw.interfaces.ElemType`\\ s of ``engine_formats``."""
         from hw.interfaces import ElemType
         return tuple(ElemType[f.upper()] for f in self.engine_formats)
+
+    @property
+    def pll(self):
+        """The :class:`hw.ecp5.PLLConfig` that makes ``clock_hz`` from the board's oscillator."""
+        return pll_config(OSCILLATOR_HZ, self.clock_hz)
 
     @property
     def divisor(self):
@@ -269,7 +280,7 @@ class BoardCore(wiring.Component):
     rx : In(1), tx : Out(1)
         The serial lines (the PC's TX and RX), 8N1 at ``baud``.
     leds : Out(4)
-        0: a heartbeat (bit 23 of a cycle counter: about 1.5 Hz at 25 MHz); 1: every engine is
+        0: a heartbeat (bit 23 of a cycle counter: about 3 Hz at 50 MHz); 1: every engine is
         done; 2: the bridge has counted a line error (overrun, framing, unknown command,
         timeout); 3: ``status.bad_gpu``.
 
@@ -323,37 +334,38 @@ class BoardCore(wiring.Component):
         return m
 
 
-def ecp5_global(m, signal):
-    """``signal`` through an ECP5 ``DCCA`` onto one of the chip's primary (global) networks,
-    which reach every slice's clock, reset and enable inputs.  nextpnr promotes only clocks on
-    its own; the board's reset has about 25,000 flip-flop loads, and left in the general
-    routing it made the design unroutable (router2 levelled off at 10,000 overused wires at
-    59 % of the LUTs; ``docs/fpga.md``)."""
-    out = Signal()
-    m.submodules.reset_global = Instance("DCCA", i_CLKI=signal, i_CE=C(1, 1), o_CLKO=out)
-    return out
-
-
 class BoardTop(Elaboratable):
     """:class:`BoardCore` on the pins of a **ULX3S** with an LFE5U-85F (``amaranth-boards``'
-    ``ULX3S_85F_Platform``): the 25 MHz oscillator (``clk25``, pin G2) is the clock, the FTDI
-    serial port (``uart``: the board's RX on M1, TX on L4) the host's line, LEDs 0-3 (B2, C2,
-    C1, D2) the core's ``leds``; reset is the power-on state of the registers and a press of
-    the ``PWR`` button (D6), registered and spread over a global network (:func:`ecp5_global`).
+    ``ULX3S_85F_Platform``): the 25 MHz oscillator (``clk25``, pin G2) drives the ECP5's PLL
+    (:class:`hw.ecp5.ECP5PLL`), whose output at ``clock_hz`` is the core's clock; the FTDI
+    serial port (``uart``: the board's RX on M1, TX on L4) is the host's line, LEDs 0-3 (B2,
+    C2, C1, D2) the core's ``leds``.  Reset is the power-on state of the registers, a press of
+    the ``PWR`` button (D6) and the PLL out of lock, synchronized to the PLL's clock (two
+    flip-flops), registered and spread over a global network (:func:`hw.ecp5.ecp5_global`).
     Build with ``t3 synth board --out DIR``."""
 
     def __init__(self, bparams: BoardParams = BoardParams()):
         self.bparams = bparams
 
     def elaborate(self, platform):
+        from amaranth import ClockDomain
+        from amaranth.lib.cdc import FFSynchronizer
         m = Module()
         m.submodules.core = core = BoardCore(self.bparams, flat=True, reset_buffer=ecp5_global)
+        m.submodules.pll = pll = ECP5PLL(self.bparams.pll)
         clk = platform.request("clk25", 0)
         uart = platform.request("uart", 0)
         button = platform.request("button_pwr", 0)
-        m.d.comb += [core.clk.eq(clk.i), core.rx.eq(uart.rx.i), uart.tx.o.eq(core.tx),
-                     core.rst.eq(button.i)]
+        m.domains.pll = pll_domain = ClockDomain("pll", reset_less=True)
+        held = Signal(init=1)
+        m.submodules.reset_sync = FFSynchronizer(button.i | ~pll.locked, held, o_domain="pll",
+                                                 init=1)
+        m.d.comb += [pll.clk_in.eq(clk.i), pll_domain.clk.eq(pll.clk_out),
+                     core.clk.eq(pll.clk_out), core.rst.eq(held),
+                     core.rx.eq(uart.rx.i), uart.tx.o.eq(core.tx)]
+        # no constraint of its own: nextpnr derives the PLL output's (``clock_hz``) from the
+        # oscillator's 25 MHz and the dividers (a net constraint would name a net that
+        # synthesis renames)
         for k in range(4):
             m.d.comb += platform.request("led", k).o.eq(core.leds[k])
         return m
-

@@ -16,8 +16,8 @@
 
 Blocks: ``tracker``, ``mc_arbiter``, ``nmc``, ``dma``, ``node``, ``ring``; ``t3 bench
 system`` runs the system's benchmark, ``t3 bench linklayer`` the link layer's (its bandwidth
-cost and area), ``t3 bench fpga`` places and routes the blocks (Fmax against the 75 MHz
-floor).
+cost and area), ``t3 bench fpga`` places and routes the blocks, the node and the board (Fmax
+against 100 MHz).
 """
 
 import argparse
@@ -406,7 +406,10 @@ def cmd_synth_board(args):
 
 def _board_params(args):
     from system.board import BoardParams
-    return BoardParams(baud=getattr(args, "baud", BoardParams.baud))
+    clock_mhz = getattr(args, "clock", None)
+    return BoardParams(baud=getattr(args, "baud", BoardParams.baud),
+                       clock_hz=BoardParams.clock_hz if clock_mhz is None else
+                       round(clock_mhz * 1e6))
 
 
 def _board_args(p):
@@ -926,10 +929,13 @@ def cmd_bench(args):
     import importlib
     bench = importlib.import_module(f"benchmarks.{args.block}")
     if args.block == "fpga":
-        return bench.main(blocks=args.blocks.split(",") if args.blocks else bench.DEFAULT_BLOCKS)
-    if args.blocks:
-        print("t3 bench: --blocks is for 'fpga' only", file=sys.stderr)
-        return 2
+        return bench.main(blocks=args.blocks.split(",") if args.blocks else bench.DEFAULT_BLOCKS,
+                          seeds=args.seed or (1,))
+    if args.blocks or args.seed:
+        print(f"t3 bench: --{'blocks' if args.blocks else 'seed'} is for 'fpga' only",
+              file=sys.stderr)
+        sys.exit(2)                     # a usage error, as argparse's own
+
     return bench.main(sims=args.sims.split(",") if args.sims else None, synth=not args.no_synth)
 
 
@@ -1029,6 +1035,11 @@ def build_parser():
                    help="output folder (made if missing): t3_board.bit and the build's files")
     pnr_args(p, several=False)
     _board_args(p)
+    from system.board import BoardParams
+    p.add_argument("--clock", type=_freq_arg, default=None, metavar="MHZ",
+                   help=f"the design's clock, made by the ECP5's PLL from the board's 25 MHz "
+                        f"oscillator (default {BoardParams.clock_hz / 1e6:g}; 25 * CLKFB_DIV "
+                        f"/ CLKI_DIV exactly, others refused with the nearest it makes)")
     p.set_defaults(func=cmd_synth_board)
 
     board = sub.add_parser("board", help="a GEMM -> reduce-scatter -> all-gather on the board "
@@ -1175,8 +1186,12 @@ def build_parser():
                                                {"system", "fpga", "linklayer"}))
     bench.add_argument("--blocks", type=_blocks_arg,
                        help="fpga: comma-separated blocks to place and route (default "
-                            "tracker,mc_arbiter,dma,nmc; node, and node-l2 with the paper "
-                            "rings' L2, take tens of minutes)")
+                            "tracker,mc_arbiter,dma,nmc; node, node-l2 with the paper "
+                            "rings' L2, and board, the ULX3S bitstream at its clock, take "
+                            "tens of minutes)")
+    bench.add_argument("--seed", type=_seeds_arg, default=None, metavar="N[,N...]",
+                       help="fpga: nextpnr's seed, or several: each placed, the slowest "
+                            "reported (default 1)")
     bench.add_argument("--sims", help="comma-separated simulators (default: all of the block's)")
     bench.add_argument("--no-synth", action="store_true",
                        help="skip the FPGA resource figures (Yosys synthesis, ~1 minute)")

@@ -113,9 +113,12 @@ def test_a_read_takes_read_latency_cycles():
 @pytest.mark.parametrize("kwargs,message", [
     (dict(gpus=1), r"^gpus must be an integer from 2 to 16, not 1$"),
     (dict(tracker_ways=0), r"^tracker_ways must be an integer from 1 to 8, not 0$"),
-    (dict(baud=3_000_000), r"^baud 3000000 is 4\.2% off at clock_hz 25000000 \(divisor 8\); "
+    # 50 MHz / 4 Mbaud is 12.5 cycles a bit: 12 makes 4.17 Mbaud
+    (dict(baud=4_000_000), r"^baud 4000000 is 4\.2% off at clock_hz 50000000 \(divisor 12\); "
                            r"a serial line needs it within 2 %$"),
-    (dict(baud=100), r"^baud must be an integer from 1200 to 6250000, not 100$"),
+    (dict(baud=100), r"^baud must be an integer from 1200 to 12500000, not 100$"),
+    (dict(clock_hz=52_000_000), r"^clock_hz 52000000 cannot be made exactly from 25000000 Hz "
+                                r"by the ECP5 PLL"),
     (dict(link_latency=1), r"^link latency must be an integer >= 2, not 1$"),
     (dict(engine_formats=("fp32",)),
      r"^engine_formats \('fp32',\) must be among formats \('fp16',\)$"),
