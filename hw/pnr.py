@@ -217,8 +217,9 @@ def _cell_summary(path):
 
 def _result(report, target, top, seconds):
     """A :class:`PnrResult` from nextpnr's ``--report`` JSON."""
-    # nextpnr-ice40 names the clock after its global buffer: clk$SB_IO_IN_$glb_clk
-    fmax = {clock.split("$")[0]: (v["achieved"], v["constraint"])
+    # nextpnr-ice40 names the clock after its global buffer (clk$SB_IO_IN_$glb_clk), -ecp5
+    # a clock on a global network after it ($glbnet$core.clk: the board's)
+    fmax = {clock.removeprefix("$glbnet$").split("$")[0]: (v["achieved"], v["constraint"])
             for clock, v in report["fmax"].items()}
     used = {name: (v["used"], v["available"]) for name, v in report["utilization"].items()
             if v["used"]}

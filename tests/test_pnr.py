@@ -46,6 +46,18 @@ def test_a_design_too_large_for_the_device_is_refused_by_name():
         place_and_route(SkidBuffer(2000), "t3_skid", "up5k")
 
 
+@pytest.mark.parametrize("reported, clock", [
+    ("clk", "clk"),                                     # nextpnr-ecp5, out of context
+    ("clk$SB_IO_IN_$glb_clk", "clk"),                   # nextpnr-ice40: after its buffer
+    ("$glbnet$core.board_axil.clk", "core.board_axil.clk"),   # ecp5: on a global network
+])
+def test_the_report_names_each_clock_by_its_net(reported, clock):
+    from hw.pnr import _result
+    report = {"fmax": {reported: {"achieved": 52.8, "constraint": 50}},
+              "utilization": {"TRELLIS_FF": {"used": 3, "available": 10}}}
+    assert _result(report, "ecp5", "t3_x", 1.0).fmax == {clock: (52.8, 50)}
+
+
 def test_place_and_route_refuses_bad_arguments():
     link = None                     # refused before the component is looked at
     with pytest.raises(ValueError, match="target must be one of ecp5, hx8k, up5k, not 'xc7'"):
