@@ -15,8 +15,9 @@ The address map (byte addresses of the bridge's commands): GPU ``g``'s configura
 
 import dataclasses
 
-from amaranth import Cat, Elaboratable, Module, Signal
+from amaranth import Cat, ClockDomain, Elaboratable, Module, Signal
 from amaranth.lib import wiring
+from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out, connect
 
 from hw.axil import AXILiteDecoder, AXILiteToCSR
@@ -348,8 +349,6 @@ class BoardTop(Elaboratable):
         self.bparams = bparams
 
     def elaborate(self, platform):
-        from amaranth import ClockDomain
-        from amaranth.lib.cdc import FFSynchronizer
         m = Module()
         m.submodules.core = core = BoardCore(self.bparams, flat=True, reset_buffer=ecp5_global)
         m.submodules.pll = pll = ECP5PLL(self.bparams.pll)
