@@ -12,6 +12,10 @@ not the enable of every payload bit.
 :class:`BypassFIFO` is a queue with the interface and timing of Amaranth's ``SyncFIFO`` (a
 beat written in cycle ``c`` can be read from ``c + 1``) whose storage is block RAM, which
 reads synchronously: a write into an empty queue goes straight to the output register.
+
+:class:`WriteAheadFIFO` is Amaranth's ``SyncFIFOBuffered``, cycle for cycle, whose storage is
+written in every cycle it has room, whether or not a beat is offered: ``w_en`` moves only the
+write pointer and the level, never the enable of the storage's cells.
 """
 
 from amaranth import Elaboratable, Module, Mux, Signal
@@ -21,7 +25,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 
-__all__ = ["SkidBuffer", "BypassFIFO"]
+__all__ = ["SkidBuffer", "BypassFIFO", "WriteAheadFIFO"]
 
 
 class SkidBuffer(wiring.Component):
@@ -176,4 +180,83 @@ class BypassFIFO(Elaboratable, FIFOInterface):
             m.d.sync += bypass_data.eq(self.w_data)
         with m.If(out_free):
             m.d.sync += [self.r_rdy.eq(do_inner_read | bypass), from_bypass.eq(bypass)]
+        return m
+
+
+class WriteAheadFIFO(Elaboratable, FIFOInterface):
+    """Amaranth's ``SyncFIFOBuffered`` whose RAM is written ahead of the beat.
+
+    The storage's next slot (at the write pointer) is free whenever the queue has room, so it
+    takes ``w_data`` in every such cycle, a beat or not; ``w_en`` only advances the pointer and
+    the level.  The RAM's write enable is then ``w_rdy``, a function of the level register,
+    instead of the producer's decision: on an FPGA a shallow queue's LUT RAM is tens of cells,
+    and a ``w_en`` at the end of a deep decision (the DMA's remote-window compare) spent 4 ns
+    of routing reaching all of their write enables (``docs/fpga.md``).  What it stores is the
+    same as ``SyncFIFOBuffered``'s: a slot written ahead is overwritten by the next cycle's
+    ``w_data`` until a beat is taken into it, and a slot holding a beat is never written
+    (``tests/test_pipeline.py`` compares the two on random traffic, cycle for cycle, and the
+    proof ``write_ahead_fifo`` in ``tests/test_formal.py`` on every trace of up to 8 cycles).
+
+    Parameters
+    ----------
+    width, depth : int
+        As ``SyncFIFOBuffered``; ``depth`` >= 2 (``depth - 1`` entries in the RAM, one in the
+        output register).
+
+    Ports
+    -----
+    ``w_data``, ``w_en``, ``w_rdy``, ``w_level``, ``r_data``, ``r_en``, ``r_rdy``,
+    ``r_level``, ``level``: as ``SyncFIFOBuffered``.
+
+    Timing
+    ------
+    As ``SyncFIFOBuffered``: a beat written into an empty queue in cycle ``c`` is on ``r_data``
+    from ``c + 2``; with ``r_en`` held high one beat leaves per cycle.  ``w_rdy`` and ``r_rdy``
+    are functions of registers; ``w_en`` reaches the write pointer and the level only.
+    """
+
+    def __init__(self, *, width, depth):
+        if depth < 2:
+            raise ValueError(f"WriteAheadFIFO depth must be at least 2, not {depth}")
+        super().__init__(width=width, depth=depth)
+        self.level = Signal(range(depth + 1))
+
+    def elaborate(self, platform):
+        m = Module()
+        inner_depth = self.depth - 1
+        inner_level = Signal(range(inner_depth + 1))
+        storage = m.submodules.storage = Memory(shape=self.width, depth=inner_depth, init=[])
+        w_port = storage.write_port()
+        r_port = storage.read_port(domain="sync")
+        produce = Signal(range(inner_depth))
+        consume = Signal(range(inner_depth))
+        inner_any = inner_level != 0
+        do_write = self.w_en & self.w_rdy
+        do_inner_read = inner_any & (~self.r_rdy | self.r_en)
+
+        def incr(ptr):
+            return Mux(ptr == inner_depth - 1, 0, ptr + 1)
+
+        m.d.comb += [
+            self.w_rdy.eq(inner_level != inner_depth),
+            self.w_level.eq(self.level),
+            self.r_level.eq(self.level),
+            self.level.eq(inner_level + self.r_rdy),
+            # the slot at ``produce`` holds no beat while there is room: write it every cycle
+            w_port.addr.eq(produce),
+            w_port.data.eq(self.w_data),
+            w_port.en.eq(self.w_rdy),
+            r_port.addr.eq(consume),
+            r_port.en.eq(do_inner_read),
+            self.r_data.eq(r_port.data),
+        ]
+        with m.If(do_write):
+            m.d.sync += produce.eq(incr(produce))
+        with m.If(do_inner_read):
+            m.d.sync += consume.eq(incr(consume))
+        m.d.sync += inner_level.eq(inner_level + do_write - do_inner_read)
+        with m.If(do_inner_read):
+            m.d.sync += self.r_rdy.eq(1)
+        with m.Elif(self.r_en):
+            m.d.sync += self.r_rdy.eq(0)
         return m

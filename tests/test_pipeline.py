@@ -11,9 +11,9 @@ import random
 import pytest
 
 from amaranth import Module
-from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 
-from hw.pipeline import BypassFIFO, SkidBuffer
+from hw.pipeline import BypassFIFO, SkidBuffer, WriteAheadFIFO
 from hw.testing import run_testbench
 
 
@@ -65,12 +65,12 @@ def test_skid_buffer_passes_a_beat_every_cycle():
     assert (len(sent), len(received)) == (100, 99)
 
 
-def run_bypass_fifo(depth, w_p, r_p, cycles=800, seed=1):
-    """Drive a :class:`BypassFIFO` and a ``SyncFIFO`` of the same depth with the same
-    random writes and reads (probabilities ``w_p``, ``r_p``); every cycle both show the same
-    ``w_rdy``, ``r_rdy``, ``level`` and, while ``r_rdy``, ``r_data``.  Returns how many beats
-    went in and came out, and the lengths of runs of back-to-back reads."""
-    dut, ref = BypassFIFO(width=12, depth=depth), SyncFIFO(width=12, depth=depth)
+def run_bypass_fifo(depth, w_p, r_p, cycles=800, seed=1, dut_cls=BypassFIFO, ref_cls=SyncFIFO):
+    """Drive a :class:`BypassFIFO` and a ``SyncFIFO`` of the same depth (or ``dut_cls`` and
+    ``ref_cls``) with the same random writes and reads (probabilities ``w_p``, ``r_p``); every
+    cycle both show the same ``w_rdy``, ``r_rdy``, ``level`` and, while ``r_rdy``, ``r_data``.
+    Returns how many beats went in and came out, and the cycles that did both."""
+    dut, ref = dut_cls(width=12, depth=depth), ref_cls(width=12, depth=depth)
     top = Module()
     top.submodules.dut, top.submodules.ref = dut, ref
     rng = random.Random(seed)
@@ -80,13 +80,15 @@ def run_bypass_fifo(depth, w_p, r_p, cycles=800, seed=1):
         value = 0
         for cycle in range(cycles):
             w_en, r_en = rng.random() < w_p, rng.random() < r_p
+            # no beat offered: other data on w_data, which no queue may keep
+            offered = value if w_en else rng.randrange(1 << 12)
             for fifo in (dut, ref):
                 ctx.set(fifo.w_en, w_en)
-                ctx.set(fifo.w_data, value)
+                ctx.set(fifo.w_data, offered)
                 ctx.set(fifo.r_en, r_en)
             for name in ("w_rdy", "r_rdy", "level"):
                 got, want = ctx.get(getattr(dut, name)), ctx.get(getattr(ref, name))
-                assert got == want, f"cycle {cycle}: {name} {got}, SyncFIFO {want}"
+                assert got == want, f"cycle {cycle}: {name} {got}, {ref_cls.__name__} {want}"
             if ctx.get(ref.r_rdy):
                 assert ctx.get(dut.r_data) == ctx.get(ref.r_data), f"cycle {cycle}: r_data"
             wrote = w_en and ctx.get(ref.w_rdy)
@@ -121,3 +123,20 @@ def test_bypass_fifo_passes_a_beat_every_cycle():
 def test_bypass_fifo_refuses_a_depth_below_two():
     with pytest.raises(ValueError, match="depth must be at least 2, not 1"):
         BypassFIFO(width=4, depth=1)
+
+
+@pytest.mark.parametrize("depth", [2, 3, 8])
+@pytest.mark.parametrize("w_p,r_p", [(0.5, 0.5), (0.9, 0.3), (0.3, 0.9), (1, 1)])
+def test_write_ahead_fifo_is_sync_fifo_buffered(depth, w_p, r_p):
+    """The RAM written in every cycle with room, a beat offered or not, changes nothing a
+    user sees: cycle for cycle the ports of ``SyncFIFOBuffered`` (the data, and the offered
+    ``w_data`` changing every cycle, so a slot written ahead and not taken would show)."""
+    counts = run_bypass_fifo(depth, w_p, r_p, seed=depth * 1000 + int(w_p * 10 + r_p * 100),
+                             dut_cls=WriteAheadFIFO, ref_cls=SyncFIFOBuffered)
+    assert counts["out"] > 100
+    assert 0 <= counts["in"] - counts["out"] <= depth
+
+
+def test_write_ahead_fifo_refuses_a_depth_below_two():
+    with pytest.raises(ValueError, match="WriteAheadFIFO depth must be at least 2, not 1"):
+        WriteAheadFIFO(width=4, depth=1)
