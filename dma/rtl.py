@@ -10,7 +10,7 @@ from hw.csr import csr_signature, count
 from hw.interfaces import (ElemType, Op, Source, Stream, link_signature, mem_request_layout,
                            popcount, request_signature, response_signature, trigger_layout)
 from hw.params import T3Params
-from hw.pipeline import SkidBuffer
+from hw.pipeline import SkidBuffer, WriteAheadFIFO
 from .config import (HEADER_CHECK_BITS, HEADER_CHECK_SEED, MODE, DMAParams, dma_registers,
                      header_layout, remote_register, window_layout)
 
@@ -325,7 +325,7 @@ class DMAEngine(wiring.Component):
         m.d.comb += ev["cmd_busy"].eq(Cat(*refused).any())
 
         # --- address generator: job -> header queue + beat reads ------------------------------
-        m.submodules.hdr_q = hdr_q = SyncFIFOBuffered(
+        m.submodules.hdr_q = hdr_q = WriteAheadFIFO(
             width=self.hdr_layout.as_shape().width, depth=2)
         credit_bits = range(dp.buffer_beats + 1)
         reserved = self.reserved
@@ -435,10 +435,15 @@ class DMAEngine(wiring.Component):
         rem_ok = Signal()
         m.d.comb += rem_ok.eq(hits.any() & (rem.op != Op.READ))
         RB = dp.remote_burst
-        m.submodules.rem_q = rem_q = SyncFIFOBuffered(width=p.beat_bits + beat,
-                                                      depth=max(2, 2 * RB))
-        m.submodules.run_q = run_q = SyncFIFOBuffered(width=self.hdr_layout.as_shape().width,
-                                                      depth=4)
+        # both queues' LUT RAM written ahead (hw.pipeline.WriteAheadFIFO): the window compare
+        # and the run compare end at their pointers, not at the write enables of their cells
+        # (the remote output's register, the window's carry chains and the take decision into
+        # the store queue's write enables were the node's critical path, 13.4 ns, 4.6 of them
+        # the write enable's net)
+        m.submodules.rem_q = rem_q = WriteAheadFIFO(width=p.beat_bits + beat,
+                                                    depth=max(2, 2 * RB))
+        m.submodules.run_q = run_q = WriteAheadFIFO(width=self.hdr_layout.as_shape().width,
+                                                    depth=4)
         run = Signal(self.hdr_layout)
         run_open = Signal()
         run_next = Signal(A)         # the CU address that continues the run
