@@ -21,7 +21,7 @@
 
 import sys
 
-from sim.system.compare import CATEGORIES, run_all, speedups
+from sim.system.compare import dram_total, run_all, speedups
 from sim.system.run import preset_setup, run_config
 from sim.system.workload import preset
 
@@ -112,8 +112,8 @@ def main(sims=None, synth=True, presets=DEFAULT_PRESETS, gpus=4, sizes=(4, 8, 16
                   flush=True)
         gain = (s["T3-MCA"][1] - 1) / (ideal - 1) if ideal > 1 else float("nan")
         print(f"system.{name}.t3-mca_of_ideal_gain: {gain:.2f} (limit 1.0)")
-        base = sum(results["sequential"]["dram"][c] for c in CATEGORIES)
-        mca = sum(results["t3-mca"]["dram"][c] for c in CATEGORIES)
+        base = dram_total(results["sequential"])
+        mca = dram_total(results["t3-mca"])
         print(f"system.{name}.dram: {mca / base:.3f} of Sequential's DRAM accesses "
               f"(T3-MCA {mca}, Sequential {base} beats)", flush=True)
     return 0

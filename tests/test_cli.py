@@ -316,6 +316,18 @@ def test_compare_views_and_plot(tmp_path):
     assert s["Ideal-GEMM-RS-Overlap"] == (100, 2.0)
     assert s["Ideal-RS+NMC"] == (110, 200 / 110)
     assert "RS with NMC and AG in isolation 110" in "\n".join(figure16_lines(results))
+    # ``t3 paper``'s table is the same formula: its row of this case is these speedups
+    from sim.system.paper import figure16_rows
+    (case, row, ratio), = figure16_rows({"c": results})[0]
+    assert row == {bar: s[bar][1] for bar in row} and ratio == 100 / 80
+    # a subset of the runs (``t3 paper --configs``): the missing bars are None, not an error;
+    # without Sequential there is nothing to compare with
+    del results["t3"], results["rs-nmc"]
+    s = speedups(results)
+    assert s["T3"] == s["Ideal-RS+NMC"] == (None, None) and s["T3-MCA"] == (110, 200 / 110)
+    assert s["Ideal-GEMM-RS-Overlap"] == (100, 2.0)
+    assert figure16_rows({"c": results})[0][0][1]["T3"] is None
+    assert speedups({"t3": results["t3-mca"]}) == {}
 
 
 def test_export_ring_gets_the_memory_t3_run_uses(monkeypatch, tmp_path):

@@ -16,8 +16,8 @@ from sim.system.results import CATEGORIES
 from sim.system.run import run_config
 
 
-__all__ = ["run_all", "ideal_cycles", "fused_all_gather", "speedups", "figure16_lines",
-           "figure18_lines", "plot", "CATEGORIES"]
+__all__ = ["run_all", "ideal_cycles", "fused_all_gather", "speedups", "dram_total",
+           "figure16_lines", "figure18_lines", "plot", "CATEGORIES"]
 
 
 def run_all(spec, gpus, *, sim=None, seed=1, progress=None, **ring):
@@ -43,16 +43,16 @@ def run_all(spec, gpus, *, sim=None, seed=1, progress=None, **ring):
     return results
 
 
-def ideal_cycles(sequential, isolated=None):
+def ideal_cycles(sequential, isolated=None, fused=None):
     """The ideal bars' cycles, ``{"Ideal-GEMM-RS-Overlap": c, "Ideal-RS+NMC": c or None}``,
     from the Sequential run's phases (``sequential``: its ``phase_cycles``) and the isolated
     collective's run (``isolated``: the ``rs-nmc`` run's ``phase_cycles``, or None when there
     is none).  The ring's: ``max(GEMM, RS) + AG`` and ``max(GEMM, RS with NMC) + AG``; of an
-    all-reduce by track and trigger, whose fused phase holds the AG (the isolated run has no
-    AG phase while Sequential has one): ``max(GEMM, RS + AG)`` and ``max(GEMM, isolated)``; an
-    all-to-all has no AG."""
+    all-reduce by track and trigger, whose fused phase holds the AG (a fused run has no AG
+    phase while Sequential has one; ``fused``: any fused run's phases, ``isolated`` when not
+    given): ``max(GEMM, RS + AG)`` and ``max(GEMM, isolated)``; an all-to-all has no AG."""
     ag = sequential.get("ag", 0)
-    fused_ag = fused_all_gather(sequential, isolated)
+    fused_ag = fused_all_gather(sequential, isolated if fused is None else fused)
     out = {"Ideal-GEMM-RS-Overlap": max(sequential["gemm"], sequential["rs"] + ag) if fused_ag
            else max(sequential["gemm"], sequential["rs"]) + ag,
            "Ideal-RS+NMC": None}
@@ -62,20 +62,39 @@ def ideal_cycles(sequential, isolated=None):
     return out
 
 
-def fused_all_gather(sequential, isolated):
+def fused_all_gather(sequential, fused):
     """Whether T3's fused phase holds the all-gather that follows Sequential's collective (an
-    all-reduce by track and trigger: its isolated run has no AG phase); the phases as in
-    :func:`ideal_cycles`."""
-    return "ag" in sequential and isolated is not None and "ag" not in isolated
+    all-reduce by track and trigger: a fused run, T3's, T3-MCA's or the isolated one, has no
+    AG phase); ``sequential`` and ``fused`` are the runs' ``phase_cycles`` (``fused`` None:
+    no fused run, no fused AG)."""
+    return "ag" in sequential and fused is not None and "ag" not in fused
 
 
 def speedups(results):
-    """The Figure 16 numbers: ``{name: (cycles, speedup over Sequential)}``."""
-    seq = results["sequential"]
-    rows = {"Sequential": seq["cycles"], "T3": results["t3"]["cycles"],
-            "T3-MCA": results["t3-mca"]["cycles"],
-            **ideal_cycles(seq["phase_cycles"], results[ISOLATED_RS]["phase_cycles"])}
-    return {name: (cycles, seq["cycles"] / cycles) for name, cycles in rows.items()}
+    """The Figure 16 numbers, the one formula ``t3 compare``, ``t3 paper`` and the benchmarks
+    print: ``{name: (cycles, speedup over Sequential)}``, Sequential first, then T3, T3-MCA and
+    the ideal bars (:func:`ideal_cycles`).  A bar whose run is not in ``results`` (``t3
+    paper`` may run a subset of the configurations) is ``(None, None)``; without a Sequential
+    run there is nothing to compare with, and the answer is empty."""
+    seq = results.get("sequential")
+    if not seq:
+        return {}
+    isolated = results.get(ISOLATED_RS)
+    # whether the fused phase holds the AG: any fused run tells (they run one collective)
+    fused = next((results[c]["phase_cycles"] for c in (ISOLATED_RS, "t3", "t3-mca")
+                  if c in results), None)
+    rows = {"Sequential": seq["cycles"],
+            **{name: results[config]["cycles"] if config in results else None
+               for name, config in (("T3", "t3"), ("T3-MCA", "t3-mca"))},
+            **ideal_cycles(seq["phase_cycles"], isolated["phase_cycles"] if isolated else None,
+                           fused)}
+    return {name: (cycles, None if cycles is None else seq["cycles"] / cycles)
+            for name, cycles in rows.items()}
+
+
+def dram_total(run):
+    """A run's DRAM accesses (beats) over every category of Figure 18."""
+    return sum(run["dram"][c] for c in CATEGORIES)
 
 
 def figure16_lines(results):
@@ -104,13 +123,13 @@ def figure16_lines(results):
 
 
 def figure18_lines(results):
-    base = sum(results["sequential"]["dram"][c] for c in CATEGORIES)
+    base = dram_total(results["sequential"])
     lines = ["Figure 18 view: DRAM accesses (beats) by category",
              "  " + f"{'configuration':14s}" + "".join(f"{c:>12s}" for c in CATEGORIES)
              + f"{'total':>9s}{'vs seq':>8s}"]
     for config in CONFIGS:
         d = results[config]["dram"]
-        total = sum(d[c] for c in CATEGORIES)
+        total = dram_total(results[config])
         lines.append("  " + f"{config:14s}" + "".join(f"{d[c]:12d}" for c in CATEGORIES)
                      + f"{total:9d}{total / base:8.3f}")
     return lines
@@ -131,7 +150,7 @@ def plot(results, path):
     ax1.set_ylabel("speedup over Sequential")
     ax1.set_title("Figure 16 view")
     bottom = [0.0] * len(CONFIGS)
-    base = sum(results["sequential"]["dram"][c] for c in CATEGORIES)
+    base = dram_total(results["sequential"])
     for cat in CATEGORIES:
         values = [results[c]["dram"][cat] / base for c in CONFIGS]
         ax2.bar(range(len(CONFIGS)), values, bottom=bottom, label=cat)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from sim.system.cases import case_setup
-from sim.system.compare import CATEGORIES, ideal_cycles
+from sim.system.compare import CATEGORIES, speedups
 from sim.system.configure import CONFIGS, ISOLATED_RS
 from sim.system.run import PAPER_ENGINE, PAPER_MEMORY_ROWS, preset_setup
 from sim.system.workload import PRESETS, SUBLAYERS, scaled_cus
@@ -233,23 +233,6 @@ def geomean(values):
 BARS = ("T3", "T3-MCA", "Ideal-GEMM-RS-Overlap", "Ideal-RS+NMC")
 
 
-def _speedups(runs):
-    """``{bar: speedup or None}`` of one case's runs."""
-    seq = runs.get("sequential")
-    out = dict.fromkeys(BARS)
-    if not seq:
-        return out
-    base = seq["cycles"]
-    ph = seq["phase_cycles"]
-    for bar, config in (("T3", "t3"), ("T3-MCA", "t3-mca")):
-        if config in runs:
-            out[bar] = base / runs[config]["cycles"]
-    iso = runs[ISOLATED_RS]["phase_cycles"] if ISOLATED_RS in runs else None
-    for bar, cycles in ideal_cycles(ph, iso).items():
-        out[bar] = None if cycles is None else base / cycles
-    return out
-
-
 def figure16_rows(results):
     """``[(case, {bar: speedup}, GEMM : RS of Sequential)]`` and the summary
     ``{bar: (geomean, max)}``."""
@@ -257,7 +240,8 @@ def figure16_rows(results):
     for case, runs in results.items():
         seq = runs.get("sequential")
         ratio = seq["phase_cycles"]["gemm"] / seq["phase_cycles"]["rs"] if seq else None
-        rows.append((case, _speedups(runs), ratio))
+        bars = speedups(runs)
+        rows.append((case, {bar: bars.get(bar, (None, None))[1] for bar in BARS}, ratio))
     summary = {}
     for bar in BARS:
         values = [s[bar] for _, s, _ in rows if s[bar] is not None]
