@@ -390,11 +390,12 @@ class TrackerSpec(Elaboratable):
         ways = range(T_SMALL.ways)
         my_tag = Cat(wf, wg)
         # the region's registers as the classification uses them (settled after a write)
-        r_end, r_on, r_thr = st["region_regs"][0]
+        r_end, r_on, r_thr, r_big = st["region_regs"][0]
         base, size = regs.rw("region0_base"), regs.rw("region0_size")
         with m.If(~st["settle"]):
             m.d.comb += [Assert(r_on == (size != 0)),
-                         Assert(~r_on | ((r_end == base + size) & (r_thr == thr)))]
+                         Assert(~r_on | ((r_end == base + size) & (r_thr == thr))),
+                         Assert(r_big == (r_thr > T_SMALL.max_count))]
 
         def mine(k):
             g = lambda f: st[f"s{k}_{f}"]
@@ -423,38 +424,38 @@ class TrackerSpec(Elaboratable):
             with m.If(s3_write[w] & ~row[w].valid):
                 m.d.comb += [Assert(~(row[v].valid & (row[v].tag == s3_tag))) for v in ways]
 
-        # the tile's entry: ``has`` one, with count ``count`` (below the threshold), region 0
-        # (a reset keeps the table and the flush that follows clears it: what it holds is
-        # stale while ``flushing``)
+        # the tile's entry: ``has`` one, ``rem`` updates still to come (1 to the threshold:
+        # ``count`` = threshold - rem counted, below the threshold), region 0 (a reset keeps
+        # the table and the flush that follows clears it: what it holds is stale while
+        # ``flushing``)
         has = Signal()
-        count = Signal(T_SMALL.count_bits)
+        rem = Signal(T_SMALL.count_bits)
+        count = Signal(8)
         live = ~st["flushing"]
         for w in ways:
             with m.If(row[w].valid & (row[w].tag == my_tag)):
-                m.d.comb += [has.eq(1), count.eq(row[w].count),
+                m.d.comb += [has.eq(1), rem.eq(row[w].rem),
                              Assert(~live | (row[w].region == 0))]
-        m.d.comb += Assert(~live | ~has | (count < thr))
+        m.d.comb += count.eq(Mux(has, thr - rem, 0))
+        m.d.comb += Assert(~live | ~has | ((rem >= 1) & (rem <= thr)))
 
         # stages 1 and 2 hold the tile's updates as classified; stage 3 its outcome
         with m.If(mine1):
             m.d.comb += [Assert(st["s1_inc"] == 1), Assert(st["s1_thr"] == thr),
-                         Assert(st["s1_region"] == 0)]
+                         Assert(~st["s1_big"]), Assert(st["s1_region"] == 0)]
         with m.If(mine2):
-            room = thr - 1       # at least 0: thr >= 1 (below)
-            m.d.comb += [Assert(st["s2_inc"] == 1), Assert(~st["s2_room_neg"]),
-                         Assert(st["s2_room_big"] == (room > T_SMALL.max_count)),
-                         Assert(st["s2_room"] == room[:T_SMALL.count_bits]),
-                         Assert(st["s2_cap"] == T_SMALL.max_count - 1), Assert(~st["s2_cap_neg"]),
+            m.d.comb += [Assert(st["s2_inc"] == 1), Assert(~st["s2_big"]),
+                         Assert(st["s2_miss_rem"] == (thr - 1)[:T_SMALL.count_bits]),
                          Assert(st["s2_miss_fire"] == (thr == 1)), Assert(~st["s2_miss_over"]),
-                         Assert(~st["s2_miss_overflow"]), Assert(st["s2_region"] == 0)]
-        s3_fire, s3_new = st["s3_fire"], st["s3_new_count"]
+                         Assert(st["s2_region"] == 0)]
+        s3_fire, s3_new = st["s3_fire"], st["s3_new_rem"]
         with m.If(mine3):
             m.d.comb += [
                 Assert(~st["s3_mismatch"] & ~st["s3_over"] & ~st["s3_overflow"]),
                 Assert(st["s3_hit"] == has), Assert(st["s3_region"] == 0),
                 Assert(s3_fire == (count + 1 == thr)),
-                Assert(s3_fire | (s3_new == count + 1)),
-                Assert(s3_fire | (s3_new < thr)),
+                Assert(s3_fire | (s3_new + count + 1 == thr)),
+                Assert(s3_fire | (s3_new >= 1)),
                 Assert((s3_write == 0) == ((s3_fire & ~has) | st["s3_full"])),
             ]
             with m.If(st["s3_full"]):
@@ -467,7 +468,7 @@ class TrackerSpec(Elaboratable):
         # stage 2's update, after stage 1's: the last is the updates accepted (``shadow``)
         def after(v):
             return Mux(v + 1 == thr, 0, v + 1)
-        v3 = Mux(mine3, Mux(s3_fire, 0, s3_new), Mux(has, count, 0))
+        v3 = Mux(mine3, Mux(s3_fire, 0, thr - s3_new), count)
         v2 = Mux(mine2, after(v3), v3)
         v1 = Mux(mine1, after(v2), v2)
         fired = (mine3 & s3_fire) + (mine2 & (v3 + 1 == thr)) + (mine1 & (v2 + 1 == thr))

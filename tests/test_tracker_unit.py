@@ -115,17 +115,45 @@ def test_enable_off_passes_everything_untouched():
     assert run.regs["accesses"] == 200 and run.regs["peak_occupancy"] == 0
 
 
+@pytest.mark.parametrize("count_bits", [4, 5, 6, 7])
+def test_narrow_counters_fire_and_refuse_as_the_model(count_bits):
+    # an entry holds the updates still to come, compared with the increment on its low
+    # log2(beat_bytes) + 1 bits and a zero test of the rest: counters narrower than, as wide
+    # as and wider than the increment (up to 16 here), thresholds at the counter's maximum,
+    # a region's threshold past it, and accesses that pass their tile's threshold
+    tparams = TrackerParams(sets=64, ways=8, regions=3, count_bits=count_bits)
+    rng = random.Random(count_bits)
+    regions = random_regions(PARAMS, tparams, rng, count=2)
+    top = tparams.max_count
+    regions[0] = Region(regions[0].base, regions[0].size, top, 1)        # the maximum
+    # a region whose threshold passes the counter: each access to it is refused
+    base = regions[1].base + 4 * regions[1].size
+    regions.append(Region(base, regions[1].size, top, 2))
+    requests = tile_traffic(PARAMS, tparams, regions[:2], 400, rng)
+    for k in range(len(requests) - 1, 0, -9):  # an access twice: over its threshold, or early
+        requests.insert(k, dict(requests[k]))
+    for _ in range(12):
+        requests.insert(rng.randrange(len(requests)), request(
+            PARAMS, base, (1 << 2 * rng.randint(1, 16)) - 1, ElemType.FP16, rng.randrange(8)))
+    run, model, fires = check_tracker(tparams, requests, regions, seed=count_bits)
+    status = run.regs["status"]
+    assert fires and status & Status.COUNT_OVERFLOW and status & Status.OVER_THRESHOLD
+    assert run.regs["stall_full"] == 0          # a full set would end the comparison early
+
+
 def test_count_overflow_and_over_threshold():
     tparams = TrackerParams(sets=4, ways=2, regions=2, count_bits=5)      # max count 31
     big = Region(0x1000, 0x1000, 31, 2)        # threshold 62 cannot be counted
     small = Region(0x4000, 0x1000, 4, 1)
-    requests = [request(PARAMS, big.base, FULL, ElemType.FP16, 1, 1)] * 2   # 16, then 32
+    # a region whose threshold passes the counter counts none of its accesses (each one
+    # count_overflow), the first as the second, though the first's 16 would fit
+    requests = [request(PARAMS, big.base, FULL, ElemType.FP16, 1, 1)] * 2
     requests += [request(PARAMS, small.base, 0xFF, ElemType.FP32, 2, 0)]    # 2 of 4
     requests += [request(PARAMS, small.base, 0xFFF, ElemType.FP32, 2, 0)]   # 2+3 > 4
     requests += [request(PARAMS, small.base, 0xFF, ElemType.FP32, 2, 0)]    # 4: fires
     run, model, fires = check_tracker(tparams, requests, [big, small])
     assert run.regs["status"] == Status.COUNT_OVERFLOW | Status.OVER_THRESHOLD
-    assert run.regs["errors"] == 2 and fires == [4]
+    assert run.regs["errors"] == 3 and run.regs["tracked"] == 2 and fires == [4]
 
 
 def test_registers_read_back_and_clear():

@@ -96,7 +96,8 @@ CMD = Reg("cmd", None, "wo", "write 1 to act", fields=(
 STATUS = Reg("status", None, "w1c", "errors and state", fields=(
     Field("set_full", doc="an access needed a way in a full set; the input stalled"),
     Field("over_threshold", doc="an update would take a tile past its threshold; not counted"),
-    Field("count_overflow", doc="the counter would pass 2**count_bits - 1; not counted"),
+    Field("count_overflow", doc="an update through a region whose threshold passes "
+                                "2**count_bits - 1; not counted"),
     Field("region_mismatch", doc="an open tile was updated through another region; not "
                                  "counted"),
     Field("bad_access", doc="mask empty or not whole elements, or address not beat aligned"),

@@ -128,10 +128,10 @@ class TrackerModel:
             count, start = entry.count + inc, min(entry.start, beat)
         else:
             count, start = inc, beat
+        if threshold > tp.max_count:        # the counter cannot reach it: nothing counts
+            return Outcome("error", error=Status.COUNT_OVERFLOW)
         if count > threshold:
             return Outcome("error", error=Status.OVER_THRESHOLD)
-        if count > tp.max_count:
-            return Outcome("error", error=Status.COUNT_OVERFLOW)
         if count == threshold:
             if way is not None:
                 row[way] = None

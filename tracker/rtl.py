@@ -8,7 +8,7 @@ output tile, the local, remote and DMA element updates, and emits a trigger when
 import operator
 from functools import reduce
 
-from amaranth import Module, Signal, Cat, Mux, C, signed
+from amaranth import Module, Signal, Cat, Mux, C
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -32,7 +32,7 @@ def entry_layout(params: T3Params, tparams: TrackerParams):
         "valid":  1,
         "tag":    params.wg_id_bits - tparams.set_bits + params.wf_id_bits,
         "start":  params.addr_bits - params.beat_offset_bits,
-        "count":  tparams.count_bits,
+        "rem":    tparams.count_bits,     # updates still to come: threshold - count, >= 1
         "region": tparams.region_bits,
     })
 
@@ -66,8 +66,9 @@ class Tracker(wiring.Component):
     Stage 0 (the cycle ``i`` handshakes): region lookup, increment, set index; the set's row
     (all ways) is read from a synchronous memory.  Stage 1: the row arrives and is registered
     (the block RAM's output delay is most of a cycle on an FPGA).  Stage 2: tag compare in
-    every way, the hit way's count plus the increment and its start address (one-hot selects,
-    no priority chain).  Stage 3: threshold compare, the decision, the write-back of the one
+    every way, the hit way's updates still to come (``rem``, an entry's threshold less its
+    count) against the increment and less it, and its start address (one-hot selects, no
+    priority chain).  Stage 3: threshold compare, the decision, the write-back of the one
     way that changed.  The stages move in lockstep (all or none).  A row is read before the two
     accesses ahead of it have written it, so stage 2 takes a way from stage 3's write of this
     cycle, else from the write of the previous advance, else from the row as read
@@ -85,11 +86,12 @@ class Tracker(wiring.Component):
     that can fill a set, so a configuration accepted by the driver never meets it, and one that
     does is visible in ``status`` rather than silently miscounted.
 
-    Errors (access not counted, sticky ``status`` bit, ``errors`` +1, no trigger): the update
-    would take the tile past its threshold (``over_threshold``) or its counter past
-    ``2**count_bits - 1`` (``count_overflow``); the tile is open under another region
-    (``region_mismatch``); the mask is empty or not whole elements, or the address is not beat
-    aligned (``bad_access``).
+    Errors (access not counted, sticky ``status`` bit, ``errors`` +1, no trigger), in this
+    order: the mask is empty or not whole elements, or the address is not beat aligned
+    (``bad_access``); the tile is open under another region (``region_mismatch``); the
+    region's threshold passes the counter, ``2**count_bits - 1`` (``count_overflow``: such a
+    region counts nothing, and the driver refuses it); the update would take the tile past
+    its threshold (``over_threshold``).
 
     A tile whose trigger fired frees its entry; a later update with the same ``wg_id`` and
     ``wf_id`` opens a new tile (the next kernel reuses the ids).  A region's registers cannot
@@ -128,7 +130,6 @@ class Tracker(wiring.Component):
         beat_addr_bits = p.addr_bits - p.beat_offset_bits
         thr_bits = tp.count_bits + UPDATES_BITS
         inc_bits = p.beat_bytes.bit_length()
-        sum_bits = max(tp.count_bits, inc_bits) + 1
 
         m.submodules.table = table = Memory(shape=row_layout, depth=tp.sets, init=[])
         wr = table.write_port(granularity=1)   # one enable per way
@@ -155,6 +156,7 @@ class Tracker(wiring.Component):
         in_region = Signal(tp.regions)
         region = Signal(tp.region_bits)
         threshold = Signal(thr_bits)
+        big = Signal()           # the region's threshold passes max_count: never counted
         # Each region's end address and threshold (a product) are registers of their own,
         # computed from the region registers in the cycle after a write.  The input pauses in
         # the cycle of a region register write and the next (``settle``): no access meets a
@@ -167,20 +169,24 @@ class Tracker(wiring.Component):
                                           for f in ("base", "size", "tile_elems",
                                                     "updates"))).any())
         m.d.sync += settle.eq(region_write)
-        region_regs = {}                        # r: (end, on, threshold), for ``state``
+        # (``big`` is computed from the threshold register a cycle later, in the second cycle
+        # of the pause)
+        region_regs = {}                        # r: (end, on, threshold, big), for ``state``
         for r in reversed(range(tp.regions)):   # lowest index wins
             base, size = regs.rw(f"region{r}_base"), regs.rw(f"region{r}_size")
             r_end = Signal(p.addr_bits + 1, name=f"region{r}_end")
             r_on = Signal(name=f"region{r}_on")
             r_thr = Signal(thr_bits, name=f"region{r}_threshold")
+            r_big = Signal(name=f"region{r}_big")
             m.d.sync += [r_end.eq(base + size), r_on.eq(size != 0),
                          r_thr.eq(regs.rw(f"region{r}_tile_elems") *
-                                  regs.rw(f"region{r}_updates"))]
-            region_regs[r] = (r_end, r_on, r_thr)
+                                  regs.rw(f"region{r}_updates")),
+                         r_big.eq(r_thr > tp.max_count)]
+            region_regs[r] = (r_end, r_on, r_thr, r_big)
             hit = r_on & (req.addr >= base) & (req.addr < r_end)
             m.d.comb += in_region[r].eq(hit)
             with m.If(hit):
-                m.d.comb += [region.eq(r), threshold.eq(r_thr)]
+                m.d.comb += [region.eq(r), threshold.eq(r_thr), big.eq(r_big)]
 
         mask = req.mask
         byte_count = Signal(inc_bits)
@@ -207,6 +213,7 @@ class Tracker(wiring.Component):
         s1_addr = Signal(beat_addr_bits)
         s1_inc = Signal(inc_bits)
         s1_thr = Signal(thr_bits)
+        s1_big = Signal()
         s1_region = Signal(tp.region_bits)
         s1_wg_id = Signal(p.wg_id_bits)
         s1_wf_id = Signal(p.wf_id_bits)
@@ -226,6 +233,7 @@ class Tracker(wiring.Component):
                 s1_addr.eq(req.addr[p.beat_offset_bits:]),
                 s1_inc.eq(increment),
                 s1_thr.eq(threshold),
+                s1_big.eq(big),
                 s1_region.eq(region),
                 s1_wg_id.eq(req.wg_id),
                 s1_wf_id.eq(req.wf_id),
@@ -234,22 +242,16 @@ class Tracker(wiring.Component):
         # --- Stage 2 registers (the row as read) -------------------------------------------
         s2_row = Signal(row_layout)
         s2_count, s2_bad = Signal(name="s2_count"), Signal(name="s2_bad")
-        # the outcome of a miss (no open tile) needs no row: the count is the increment
+        # the outcome of a miss (no open tile) needs no row: the count is the increment, the
+        # updates still to come the threshold less it
         s2_miss_fire = Signal(name="s2_miss_fire")
         s2_miss_over = Signal(name="s2_miss_over")
-        s2_miss_overflow = Signal(name="s2_miss_overflow")
-        # for a hit: count + inc vs threshold and maximum is count vs these, each way in parallel.
-        # Each is cut to the counter's width here, its out-of-range cases decided as flags, so
-        # that stage 2 compares count_bits bits (the threshold's full width, thr_bits + 1 with
-        # the sign, made the carry chain of stage 2's critical path three times as long).
-        s2_room = Signal(tp.count_bits)   # threshold - increment, when in 0..max_count
-        s2_room_neg = Signal()            # threshold - increment < 0: any hit is over
-        s2_room_big = Signal()            # ... > max_count: no count reaches it
-        s2_cap = Signal(tp.count_bits)    # max_count - increment, when >= 0
-        s2_cap_neg = Signal()             # increment > max_count: any hit overflows
-        room = Signal(signed(thr_bits + 1))
-        cap = Signal(signed(max(tp.count_bits, inc_bits) + 1))
-        m.d.comb += [room.eq(s1_thr - s1_inc), cap.eq(tp.max_count - s1_inc)]
+        s2_miss_rem = Signal(tp.count_bits, name="s2_miss_rem")
+        # a region whose threshold passes the counter counts nothing (count_overflow): every
+        # other region's threshold fits ``count_bits``, so an entry holds the updates still
+        # to come, at least 1, and a hit compares them with the increment (at most
+        # ``beat_bytes / 2``: a few bits and a zero test, no carry chain across the counter)
+        s2_big = Signal(name="s2_big")
         s2_set = Signal(range(tp.sets))
         s2_tag = Signal(entry["tag"].shape)
         s2_addr = Signal(beat_addr_bits)
@@ -262,10 +264,7 @@ class Tracker(wiring.Component):
             m.d.sync += [
                 s2_valid.eq(s1_valid), s2_count.eq(s1_count), s2_bad.eq(s1_bad),
                 s2_miss_fire.eq(s1_inc == s1_thr), s2_miss_over.eq(s1_inc > s1_thr),
-                s2_miss_overflow.eq(s1_inc > tp.max_count),
-                s2_room.eq(room[:tp.count_bits]), s2_room_neg.eq(room[-1]),
-                s2_room_big.eq(~room[-1] & room[tp.count_bits:-1].any()),
-                s2_cap.eq(cap[:tp.count_bits]), s2_cap_neg.eq(cap[-1]),
+                s2_miss_rem.eq(s1_thr - s1_inc), s2_big.eq(s1_big),
                 s2_set.eq(s1_set),
                 s2_tag.eq(s1_tag), s2_addr.eq(s1_addr), s2_inc.eq(s1_inc),
                 s2_region.eq(s1_region), s2_wg_id.eq(s1_wg_id),
@@ -283,7 +282,7 @@ class Tracker(wiring.Component):
         s3_fire = Signal()       # completes its tile (no error)
         s3_full = Signal()       # opens a tile in a set with no free way: held
         s3_write = Signal(ways)  # the way it writes when it moves on (one-hot, or none)
-        s3_new_count = Signal(sum_bits)
+        s3_new_rem = Signal(tp.count_bits)
         s3_start = Signal(beat_addr_bits)
         s3_set = Signal(range(tp.sets))
         s3_tag = Signal(entry["tag"].shape)
@@ -306,7 +305,7 @@ class Tracker(wiring.Component):
             updated.valid.eq(~fire),
             updated.tag.eq(s3_tag),
             updated.start.eq(s3_start),
-            updated.count.eq(s3_new_count),
+            updated.rem.eq(s3_new_rem),
             updated.region.eq(s3_region),
         ]
         write = Signal(ways)     # one enable per way
@@ -342,17 +341,19 @@ class Tracker(wiring.Component):
 
         def compares(e, name):
             out = {k: Signal(name=f"{name}_{k}") for k in (
-                "match", "free", "earlier", "fire", "over", "overflow", "mismatch")}
-            out["count"] = Signal(sum_bits, name=f"{name}_count")
+                "match", "free", "earlier", "fire", "over", "mismatch")}
+            out["rem"] = Signal(tp.count_bits, name=f"{name}_rem")
+            # the updates to come against the increment: equal fires, fewer is over
+            low, high = e.rem[:inc_bits], e.rem[inc_bits:]
+            near = (high == 0) if len(high) else C(1, 1)
             m.d.comb += [
                 out["match"].eq(e.valid & (e.tag == s2_tag)),
                 out["free"].eq(~e.valid),
                 out["earlier"].eq(e.start < s2_addr),
-                out["fire"].eq(~s2_room_neg & ~s2_room_big & (e.count == s2_room)),
-                out["over"].eq(s2_room_neg | (~s2_room_big & (e.count > s2_room))),
-                out["overflow"].eq(s2_cap_neg | (e.count > s2_cap)),
+                out["fire"].eq(near & (low == s2_inc)),
+                out["over"].eq(near & (low < s2_inc)),
                 out["mismatch"].eq(e.region != s2_region),
-                out["count"].eq(e.count + s2_inc),
+                out["rem"].eq(e.rem - s2_inc),
             ]
             return out
 
@@ -365,9 +366,8 @@ class Tracker(wiring.Component):
         earlier = Signal(ways)      # the way's tile starts below this access's beat
         w_fire = Signal(ways)       # the way's count + increment == threshold
         w_over = Signal(ways)       # ... > threshold
-        w_overflow = Signal(ways)   # ... > max_count
         w_mismatch = Signal(ways)   # the way's tile is open under another region
-        w_count = [Signal(sum_bits, name=f"w{w}_count") for w in range(ways)]
+        w_rem = [Signal(tp.count_bits, name=f"w{w}_rem") for w in range(ways)]
         w_start = [Signal(beat_addr_bits, name=f"w{w}_start") for w in range(ways)]
         for w in range(ways):
             as_read = compares(s2_row[w], f"w{w}")
@@ -377,9 +377,8 @@ class Tracker(wiring.Component):
                 earlier[w].eq(Mux(fwd[w], forwarded["earlier"], as_read["earlier"])),
                 w_fire[w].eq(Mux(fwd[w], forwarded["fire"], as_read["fire"])),
                 w_over[w].eq(Mux(fwd[w], forwarded["over"], as_read["over"])),
-                w_overflow[w].eq(Mux(fwd[w], forwarded["overflow"], as_read["overflow"])),
                 w_mismatch[w].eq(Mux(fwd[w], forwarded["mismatch"], as_read["mismatch"])),
-                w_count[w].eq(Mux(fwd[w], forwarded["count"], as_read["count"])),
+                w_rem[w].eq(Mux(fwd[w], forwarded["rem"], as_read["rem"])),
                 w_start[w].eq(Mux(fwd[w], updated.start, s2_row[w].start)),
             ]
         hit = match.any()
@@ -387,17 +386,17 @@ class Tracker(wiring.Component):
         first_free = Signal(ways)   # the lowest free way, as the model picks it
         m.d.comb += first_free.eq(free & -free)
 
-        hit_count = reduce(operator.or_, [Mux(match[w], w_count[w], 0) for w in range(ways)])
+        hit_rem = reduce(operator.or_, [Mux(match[w], w_rem[w], 0) for w in range(ways)])
         hit_start = reduce(operator.or_, [Mux(match[w], w_start[w], 0) for w in range(ways)])
         start = Mux((match & earlier).any(), hit_start, s2_addr)
         # (names of their own: ``fire``, ``over``... are stage 3's)
         to_mismatch = s2_count & (match & w_mismatch).any()
-        to_over = s2_count & ~to_mismatch & Mux(hit, (match & w_over).any(), s2_miss_over)
-        to_overflow = s2_count & ~to_mismatch & ~to_over & \
-            Mux(hit, (match & w_overflow).any(), s2_miss_overflow)
-        to_fire = s2_count & ~to_mismatch & ~to_over & ~to_overflow & \
+        to_overflow = s2_count & ~to_mismatch & s2_big
+        to_over = s2_count & ~to_mismatch & ~s2_big & \
+            Mux(hit, (match & w_over).any(), s2_miss_over)
+        to_fire = s2_count & ~to_mismatch & ~s2_big & ~to_over & \
             Mux(hit, (match & w_fire).any(), s2_miss_fire)
-        miss_alloc = ~s2_miss_over & ~s2_miss_overflow & ~s2_miss_fire
+        miss_alloc = ~s2_big & ~s2_miss_over & ~s2_miss_fire
         with m.If(advance):
             m.d.sync += [
                 s3_valid.eq(s2_valid),
@@ -412,7 +411,7 @@ class Tracker(wiring.Component):
                 s3_write.eq(Mux(s2_valid & s2_count & ~to_mismatch & ~to_over & ~to_overflow &
                                 (hit | ~to_fire), Mux(hit, match, first_free), 0)),
                 s3_full.eq(s2_count & miss_alloc & ~hit & ~any_free),
-                s3_new_count.eq(Mux(hit, hit_count, s2_inc)),
+                s3_new_rem.eq(Mux(hit, hit_rem, s2_miss_rem)),
                 s3_start.eq(start),
                 s3_set.eq(s2_set),
                 s3_tag.eq(s2_tag),
