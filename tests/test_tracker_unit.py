@@ -141,6 +141,41 @@ def test_narrow_counters_fire_and_refuse_as_the_model(count_bits):
     assert run.regs["stall_full"] == 0          # a full set would end the comparison early
 
 
+@pytest.mark.parametrize("first,then", [(2, 1), (1, 2)])
+def test_an_access_right_after_a_threshold_write_sees_the_new_threshold(first, then):
+    # updates_per_element rewritten between a threshold past the counter (31 x 2 with 5-bit
+    # counters) and one that fits (31 x 1), the access offered from the write's cycle on: it
+    # is taken at the first cycle the input is ready, and classified by the new threshold
+    # (counted, or refused as count_overflow), as the model says
+    tparams = TrackerParams(sets=4, ways=2, regions=1, count_bits=5)
+    region = Region(0x1000, 0x1000, 31, first)
+    access = request(PARAMS, region.base, FULL, ElemType.FP16, 1, 0)      # 16 elements
+    model = TrackerModel(PARAMS, tparams, [region])
+    model.set_region(0, Region(region.base, region.size, 31, then), writes=1)
+    expected = model.access(access)
+    dut = Tracker(PARAMS, tparams)
+    seen = {}
+
+    async def bench(ctx):
+        regs = dut.regs
+        for name, value in (("region0_base", region.base), ("region0_size", region.size),
+                            ("region0_tile_elems", 31), ("region0_updates", first),
+                            ("ctrl", CTRL.encode(enable=1))):
+            await reg_write(ctx, dut.csr, regs, name, value)
+        while not ctx.get(dut.i.ready):
+            await ctx.tick()
+        await reg_write(ctx, dut.csr, regs, "region0_updates", then)
+        await stream_put(ctx, dut.i, pack(mem_request_layout(PARAMS), access))
+        await ctx.tick().repeat(4)
+        for name in ("status", "errors", "tracked", "occupancy"):
+            seen[name] = await reg_read(ctx, dut.csr, regs, name)
+
+    run_testbench(dut, bench)
+    assert expected.kind == ("count" if then == 1 else "error")
+    assert seen == {"status": model.status, "errors": model.counters["errors"],
+                    "tracked": model.counters["tracked"], "occupancy": model.occupancy}
+
+
 def test_count_overflow_and_over_threshold():
     tparams = TrackerParams(sets=4, ways=2, regions=2, count_bits=5)      # max count 31
     big = Region(0x1000, 0x1000, 31, 2)        # threshold 62 cannot be counted

@@ -169,8 +169,8 @@ class Tracker(wiring.Component):
                                           for f in ("base", "size", "tile_elems",
                                                     "updates"))).any())
         m.d.sync += settle.eq(region_write)
-        # (``big`` is computed from the threshold register a cycle later, in the second cycle
-        # of the pause)
+        # (``big``, the threshold past the counter, is its register's high bits, ORed beside
+        # the address compares)
         region_regs = {}                        # r: (end, on, threshold, big), for ``state``
         for r in reversed(range(tp.regions)):   # lowest index wins
             base, size = regs.rw(f"region{r}_base"), regs.rw(f"region{r}_size")
@@ -180,8 +180,8 @@ class Tracker(wiring.Component):
             r_big = Signal(name=f"region{r}_big")
             m.d.sync += [r_end.eq(base + size), r_on.eq(size != 0),
                          r_thr.eq(regs.rw(f"region{r}_tile_elems") *
-                                  regs.rw(f"region{r}_updates")),
-                         r_big.eq(r_thr > tp.max_count)]
+                                  regs.rw(f"region{r}_updates"))]
+            m.d.comb += r_big.eq(r_thr[tp.count_bits:].any())      # r_thr > max_count
             region_regs[r] = (r_end, r_on, r_thr, r_big)
             hit = r_on & (req.addr >= base) & (req.addr < r_end)
             m.d.comb += in_region[r].eq(hit)
