@@ -392,9 +392,15 @@ class TrackerSpec(Elaboratable):
         # the region's registers as the classification uses them (settled after a write)
         r_end, r_on, r_thr, r_big = st["region_regs"][0]
         base, size = regs.rw("region0_base"), regs.rw("region0_size")
+        # the threshold register is the last cycle's product, at most ``max_count`` (assumed
+        # of the product in every cycle); the statements below use its low bits (``t``): a
+        # count's width, not the register's, so the solver's adders are a few bits wide
+        m.d.comb += Assert(r_thr <= T_SMALL.max_count)
+        t = Signal(T_SMALL.count_bits)
+        m.d.comb += t.eq(r_thr)
         with m.If(~st["settle"]):
             m.d.comb += [Assert(r_on == (size != 0)),
-                         Assert(~r_on | ((r_end == base + size) & (r_thr == thr))),
+                         Assert(r_end == base + size), Assert(r_thr == thr),
                          Assert(r_big == (r_thr > T_SMALL.max_count))]
 
         def mine(k):
@@ -424,66 +430,70 @@ class TrackerSpec(Elaboratable):
             with m.If(s3_write[w] & ~row[w].valid):
                 m.d.comb += [Assert(~(row[v].valid & (row[v].tag == s3_tag))) for v in ways]
 
-        # the tile's entry: ``has`` one, ``rem`` updates still to come (1 to the threshold:
-        # ``count`` = threshold - rem counted, below the threshold), region 0 (a reset keeps
-        # the table and the flush that follows clears it: what it holds is stale while
-        # ``flushing``)
+        # the tile's entry: ``has`` one, ``rem`` updates still to come (1 to the threshold),
+        # region 0 (a reset keeps the table and the flush that follows clears it: what it
+        # holds is stale while ``flushing``).  Every count below is a remaining count, as the
+        # Tracker holds it (``r`` = threshold - updates counted since the tile's last
+        # trigger, the threshold when none): no statement subtracts from the threshold, and
+        # the threshold is the region's register (equal to the registers' product once
+        # settled, above), not a product the solver re-derives
         has = Signal()
         rem = Signal(T_SMALL.count_bits)
-        count = Signal(8)
         live = ~st["flushing"]
         for w in ways:
             with m.If(row[w].valid & (row[w].tag == my_tag)):
                 m.d.comb += [has.eq(1), rem.eq(row[w].rem),
                              Assert(~live | (row[w].region == 0))]
-        m.d.comb += count.eq(Mux(has, thr - rem, 0))
-        m.d.comb += Assert(~live | ~has | ((rem >= 1) & (rem <= thr)))
+        m.d.comb += Assert(~live | ~has | ((rem >= 1) & (rem <= t)))
+        r_table = Mux(has, rem, t)
 
         # stages 1 and 2 hold the tile's updates as classified; stage 3 its outcome
         with m.If(mine1):
-            m.d.comb += [Assert(st["s1_inc"] == 1), Assert(st["s1_thr"] == thr),
+            m.d.comb += [Assert(st["s1_inc"] == 1), Assert(st["s1_thr"] == r_thr),
                          Assert(~st["s1_big"]), Assert(st["s1_region"] == 0)]
         with m.If(mine2):
             m.d.comb += [Assert(st["s2_inc"] == 1), Assert(~st["s2_big"]),
-                         Assert(st["s2_miss_rem"] == (thr - 1)[:T_SMALL.count_bits]),
-                         Assert(st["s2_miss_fire"] == (thr == 1)), Assert(~st["s2_miss_over"]),
+                         Assert(st["s2_miss_rem"] + 1 == t),
+                         Assert(st["s2_miss_fire"] == (t == 1)), Assert(~st["s2_miss_over"]),
                          Assert(st["s2_region"] == 0)]
         s3_fire, s3_new = st["s3_fire"], st["s3_new_rem"]
         with m.If(mine3):
             m.d.comb += [
                 Assert(~st["s3_mismatch"] & ~st["s3_over"] & ~st["s3_overflow"]),
                 Assert(st["s3_hit"] == has), Assert(st["s3_region"] == 0),
-                Assert(s3_fire == (count + 1 == thr)),
-                Assert(s3_fire | (s3_new + count + 1 == thr)),
-                Assert(s3_fire | (s3_new >= 1)),
+                Assert(s3_fire == (r_table == 1)),
+                Assert(s3_fire | (s3_new + 1 == r_table)),
                 Assert((s3_write == 0) == ((s3_fire & ~has) | st["s3_full"])),
             ]
             with m.If(st["s3_full"]):
                 m.d.comb += [Assert(~has & ~s3_fire)] + [Assert(row[w].valid) for w in ways]
         for k in (1, 2, 3):
             with m.If([mine1, mine2, mine3][k - 1]):
-                m.d.comb += Assert(thr >= 1)
+                m.d.comb += Assert(t >= 1)
 
-        # the count each stage leaves, oldest first: the table's, after stage 3 writes, after
-        # stage 2's update, after stage 1's: the last is the updates accepted (``shadow``)
-        def after(v):
-            return Mux(v + 1 == thr, 0, v + 1)
-        v3 = Mux(mine3, Mux(s3_fire, 0, thr - s3_new), count)
-        v2 = Mux(mine2, after(v3), v3)
-        v1 = Mux(mine1, after(v2), v2)
-        fired = (mine3 & s3_fire) + (mine2 & (v3 + 1 == thr)) + (mine1 & (v2 + 1 == thr))
+        # the remaining count each stage leaves, oldest first: the table's, after stage 3
+        # writes, after stage 2's update, after stage 1's: the last is the threshold less the
+        # updates accepted (``shadow``); a stage whose update leaves 1 to come fires
+        def after(r):
+            return Mux(r == 1, t, r - 1)
+        r3 = Mux(mine3, Mux(s3_fire, t, s3_new), r_table)
+        r2 = Mux(mine2, after(r3), r3)
+        r1 = Mux(mine1, after(r2), r2)
+        fired = (mine3 & s3_fire) + (mine2 & (r3 == 1)) + (mine1 & (r2 == 1))
         o = dut.o
         o_mine = o.valid & (o.payload.wg_id == wg) & (o.payload.wf_id == wf)
         with m.If(o_mine):
             m.d.comb += Assert(o.payload.region == 0)
         quiet = ~st["s1_valid"] & ~st["s2_valid"] & ~st["s3_valid"] & ~o.valid & \
             (shadow == 0) & (owed == 0)
-        with m.If(setup | st["flushing"]):
+        # the set-up phase and the cycle after its last region write (``settle``: no access
+        # taken, the threshold register not yet the product) hold nothing of the tile
+        with m.If(setup | st["settle"] | st["flushing"]):
             m.d.comb += Assert(quiet)
-        with m.If(setup & ~st["flushing"]):
+        with m.If((setup | st["settle"]) & ~st["flushing"]):
             m.d.comb += [Assert(~row[w].valid) for w in ways]
         with m.If(~st["flushing"]):
-            m.d.comb += [Assert(shadow == v1), Assert(owed == fired + o_mine)]
+            m.d.comb += [Assert(shadow + r1 == t), Assert(owed == fired + o_mine)]
 
 
 class _ObservedTracker(Tracker):
