@@ -18,6 +18,8 @@ written in every cycle it has room, whether or not a beat is offered: ``w_en`` m
 write pointer and the level, never the enable of the storage's cells.
 """
 
+from types import SimpleNamespace
+
 from amaranth import Elaboratable, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import FIFOInterface
@@ -89,7 +91,59 @@ class SkidBuffer(wiring.Component):
         return m
 
 
-class BypassFIFO(Elaboratable, FIFOInterface):
+class _RAMQueue(Elaboratable, FIFOInterface):
+    """What :class:`BypassFIFO` and :class:`WriteAheadFIFO` share: ``depth - 1`` beats in a RAM
+    (``storage``), read synchronously into the output register, whose pointers and level
+    follow three strobes the queue drives: ``push`` (a beat into the RAM), ``ram_we`` (the
+    RAM's write enable, at the write pointer) and ``pop`` (the next beat into the read
+    register).  ``w_rdy`` is "the RAM has room"; ``level`` counts the RAM's beats and the
+    output register's (``r_rdy``)."""
+
+    def __init__(self, *, width, depth):
+        if depth < 2:
+            raise ValueError(f"{type(self).__name__} depth must be at least 2, not {depth}")
+        super().__init__(width=width, depth=depth)
+        self.level = Signal(range(depth + 1))
+
+    def _storage(self, m, ram_style=None):
+        """The RAM and its pointers in ``m``; returns the strobes to drive (``push``,
+        ``ram_we``, ``pop``), ``any`` (the RAM holds a beat) and ``data`` (its read
+        register)."""
+        inner_depth = self.depth - 1
+        q = SimpleNamespace(push=Signal(), ram_we=Signal(), pop=Signal())
+        inner_level = Signal(range(inner_depth + 1))
+        storage = m.submodules.storage = Memory(shape=self.width, depth=inner_depth, init=[])
+        if ram_style is not None:
+            storage.attrs["ram_style"] = ram_style
+        w_port = storage.write_port()
+        r_port = storage.read_port(domain="sync")
+        produce = Signal(range(inner_depth))
+        consume = Signal(range(inner_depth))
+
+        def incr(ptr):
+            return Mux(ptr == inner_depth - 1, 0, ptr + 1)
+
+        m.d.comb += [
+            self.w_rdy.eq(inner_level != inner_depth),
+            self.w_level.eq(self.level),
+            self.r_level.eq(self.level),
+            self.level.eq(inner_level + self.r_rdy),
+            w_port.addr.eq(produce),
+            w_port.data.eq(self.w_data),
+            w_port.en.eq(q.ram_we),
+            r_port.addr.eq(consume),
+            r_port.en.eq(q.pop),
+        ]
+        with m.If(q.push):
+            m.d.sync += produce.eq(incr(produce))
+        with m.If(q.pop):
+            m.d.sync += consume.eq(incr(consume))
+        m.d.sync += inner_level.eq(inner_level + q.push - q.pop)
+        q.any, q.data = inner_level != 0, r_port.data
+        return q
+
+
+class BypassFIFO(_RAMQueue):
     """A first-in first-out queue in block RAM that keeps the timing of a queue in registers.
 
     Amaranth's ``SyncFIFOBuffered`` puts its storage in block RAM by reading it synchronously
@@ -127,63 +181,34 @@ class BypassFIFO(Elaboratable, FIFOInterface):
     """
 
     def __init__(self, *, width, depth, ram_style=None):
-        if depth < 2:
-            raise ValueError(f"BypassFIFO depth must be at least 2, not {depth}")
         super().__init__(width=width, depth=depth)
-        self.level = Signal(range(depth + 1))
         self.ram_style = ram_style
 
     def elaborate(self, platform):
         m = Module()
-        inner_depth = self.depth - 1
-        inner_level = Signal(range(inner_depth + 1))
-        storage = m.submodules.storage = Memory(shape=self.width, depth=inner_depth, init=[])
-        if self.ram_style is not None:
-            storage.attrs["ram_style"] = self.ram_style
-        w_port = storage.write_port()
-        r_port = storage.read_port(domain="sync")
-        produce = Signal(range(inner_depth))
-        consume = Signal(range(inner_depth))
+        q = self._storage(m, self.ram_style)
         bypass_data = Signal(self.width)
         from_bypass = Signal()      # the output register is the bypass register
 
         out_free = ~self.r_rdy | self.r_en          # the output register takes a beat now
-        inner_any = inner_level != 0
         do_write = self.w_en & self.w_rdy
         # a beat written into an empty queue goes to the output register; nothing in the RAM
         # can be ahead of it, and nothing in the output register stays
-        bypass = do_write & ~inner_any & out_free
-        do_inner_write = do_write & ~bypass
-        do_inner_read = inner_any & out_free
-
-        def incr(ptr):
-            return Mux(ptr == inner_depth - 1, 0, ptr + 1)
-
+        bypass = do_write & ~q.any & out_free
         m.d.comb += [
-            self.w_rdy.eq(inner_level != inner_depth),
-            self.w_level.eq(self.level),
-            self.r_level.eq(self.level),
-            self.level.eq(inner_level + self.r_rdy),
-            w_port.addr.eq(produce),
-            w_port.data.eq(self.w_data),
-            w_port.en.eq(do_inner_write),
-            r_port.addr.eq(consume),
-            r_port.en.eq(do_inner_read),
-            self.r_data.eq(Mux(from_bypass, bypass_data, r_port.data)),
+            q.push.eq(do_write & ~bypass),
+            q.ram_we.eq(q.push),
+            q.pop.eq(q.any & out_free),
+            self.r_data.eq(Mux(from_bypass, bypass_data, q.data)),
         ]
-        with m.If(do_inner_write):
-            m.d.sync += produce.eq(incr(produce))
-        with m.If(do_inner_read):
-            m.d.sync += consume.eq(incr(consume))
-        m.d.sync += inner_level.eq(inner_level + do_inner_write - do_inner_read)
         with m.If(bypass):
             m.d.sync += bypass_data.eq(self.w_data)
         with m.If(out_free):
-            m.d.sync += [self.r_rdy.eq(do_inner_read | bypass), from_bypass.eq(bypass)]
+            m.d.sync += [self.r_rdy.eq(q.pop | bypass), from_bypass.eq(bypass)]
         return m
 
 
-class WriteAheadFIFO(Elaboratable, FIFOInterface):
+class WriteAheadFIFO(_RAMQueue):
     """Amaranth's ``SyncFIFOBuffered`` whose RAM is written ahead of the beat.
 
     The storage's next slot (at the write pointer) is free whenever the queue has room, so it
@@ -215,47 +240,18 @@ class WriteAheadFIFO(Elaboratable, FIFOInterface):
     are functions of registers; ``w_en`` reaches the write pointer and the level only.
     """
 
-    def __init__(self, *, width, depth):
-        if depth < 2:
-            raise ValueError(f"WriteAheadFIFO depth must be at least 2, not {depth}")
-        super().__init__(width=width, depth=depth)
-        self.level = Signal(range(depth + 1))
-
     def elaborate(self, platform):
         m = Module()
-        inner_depth = self.depth - 1
-        inner_level = Signal(range(inner_depth + 1))
-        storage = m.submodules.storage = Memory(shape=self.width, depth=inner_depth, init=[])
-        w_port = storage.write_port()
-        r_port = storage.read_port(domain="sync")
-        produce = Signal(range(inner_depth))
-        consume = Signal(range(inner_depth))
-        inner_any = inner_level != 0
-        do_write = self.w_en & self.w_rdy
-        do_inner_read = inner_any & (~self.r_rdy | self.r_en)
-
-        def incr(ptr):
-            return Mux(ptr == inner_depth - 1, 0, ptr + 1)
-
+        q = self._storage(m)
         m.d.comb += [
-            self.w_rdy.eq(inner_level != inner_depth),
-            self.w_level.eq(self.level),
-            self.r_level.eq(self.level),
-            self.level.eq(inner_level + self.r_rdy),
-            # the slot at ``produce`` holds no beat while there is room: write it every cycle
-            w_port.addr.eq(produce),
-            w_port.data.eq(self.w_data),
-            w_port.en.eq(self.w_rdy),
-            r_port.addr.eq(consume),
-            r_port.en.eq(do_inner_read),
-            self.r_data.eq(r_port.data),
+            q.push.eq(self.w_en & self.w_rdy),
+            # the slot at the write pointer holds no beat while there is room: write it in
+            # every such cycle
+            q.ram_we.eq(self.w_rdy),
+            q.pop.eq(q.any & (~self.r_rdy | self.r_en)),
+            self.r_data.eq(q.data),
         ]
-        with m.If(do_write):
-            m.d.sync += produce.eq(incr(produce))
-        with m.If(do_inner_read):
-            m.d.sync += consume.eq(incr(consume))
-        m.d.sync += inner_level.eq(inner_level + do_write - do_inner_read)
-        with m.If(do_inner_read):
+        with m.If(q.pop):
             m.d.sync += self.r_rdy.eq(1)
         with m.Elif(self.r_en):
             m.d.sync += self.r_rdy.eq(0)
