@@ -364,8 +364,8 @@ class Tracker(wiring.Component):
         match = Signal(ways)
         free = Signal(ways)
         earlier = Signal(ways)      # the way's tile starts below this access's beat
-        w_fire = Signal(ways)       # the way's count + increment == threshold
-        w_over = Signal(ways)       # ... > threshold
+        w_fire = Signal(ways)       # the way's updates still to come == the increment
+        w_over = Signal(ways)       # ... < the increment: past the threshold
         w_mismatch = Signal(ways)   # the way's tile is open under another region
         w_rem = [Signal(tp.count_bits, name=f"w{w}_rem") for w in range(ways)]
         w_start = [Signal(beat_addr_bits, name=f"w{w}_start") for w in range(ways)]
