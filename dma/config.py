@@ -22,7 +22,7 @@ import dataclasses
 
 from amaranth.lib import data
 
-from hw.csr import Field, Reg, RegisterFile
+from hw.csr import Field, Reg, RegisterMap
 from hw.interfaces import ELEM_BYTES, ElemType, Op, Packer, Source, region_bits
 from hw.params import T3Params, check_int, check_params, is_int, param
 
@@ -494,7 +494,7 @@ def _nth(k):
 
 
 def dma_registers(params: T3Params, dparams: DMAParams):
-    """The DMA engine's register map (a fresh :class:`hw.csr.RegisterFile`)."""
+    """The DMA engine's register map (a :class:`hw.csr.RegisterMap`)."""
     a, d = params.addr_bits, dparams.dim_bits
     regs = [
         INFO, CTRL, CMD, STATUS,
@@ -538,7 +538,7 @@ def dma_registers(params: T3Params, dparams: DMAParams):
             Reg(f"cmd{c}_tile_rows", d, "rw", f"command {c}: tile rows"),
             Reg(f"cmd{c}_tile_cols", d, "rw", f"command {c}: tile columns"),
         ]
-    return RegisterFile(regs)
+    return RegisterMap(regs)
 
 
 def register_values(params, dparams, commands, gpu_id=0, remote=None, enable=True,

@@ -6,7 +6,7 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from hw.csr import csr_signature, count
+from hw.csr import RegisterFile, count, csr_signature
 from hw.interfaces import (ElemType, Op, Source, Stream, link_signature, mem_request_layout,
                            popcount, request_signature, response_signature, trigger_layout)
 from hw.params import T3Params
@@ -96,6 +96,7 @@ class DMAEngine(wiring.Component):
         self.params = params
         self.dparams = dparams
         self.regs = dma_registers(params, dparams)
+        self.regfile = RegisterFile(self.regs)      # the registers' hardware
         self.trig_layout = trigger_layout(params, dparams.commands)
         dparams.check_against(params)
         self.hdr_layout = header_layout(params, dparams)
@@ -122,7 +123,7 @@ class DMAEngine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        p, dp, regs = self.params, self.dparams, self.regs
+        p, dp, regs = self.params, self.dparams, self.regfile
         n, G = dp.commands, dp.max_granularity
         boff, beat = p.beat_offset_bits, p.beat_bytes
         A = p.addr_bits

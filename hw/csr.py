@@ -1,17 +1,19 @@
 r"""A small register file shared by the T3 blocks, in the spirit of amaranth-soc's ``csr``.
 
-Each block describes its registers once, as a list of :class:`Reg`, and a register made of
-named bit ranges lists them once, as :class:`Field`\ s.  From that one description come:
+Each block describes its registers once, as a :class:`RegisterMap` (plain data: a list of
+:class:`Reg`, a register made of named bit ranges listing them once as :class:`Field`\ s),
+which lays them out on 32-bit words (a register wider than 32 bits takes consecutive words,
+least significant word first).  From that one description come:
 
-* the hardware: :class:`RegisterFile` lays the registers out on 32-bit words (a register wider
-  than 32 bits takes consecutive words, least significant word first) and decodes the block's
-  :func:`csr_signature` port; a register with fields is a ``data.View`` in the RTL
-  (``regs.rw("ctrl").enable``, ``regs.command("cmd", "flush")``), and the sticky bits of a
-  ``w1c`` status register are kept by :meth:`RegisterFile.status`;
-* the Python side: :meth:`Reg.encode` / :meth:`Reg.decode` (the driver and the testbenches
-  write and read fields by name) and :meth:`Reg.flags` (an ``enum.IntFlag`` of the bits, for
-  the golden models);
-* the documentation: :meth:`RegisterFile.markdown`, the register table and the field table
+* the hardware: :class:`RegisterFile`, built from the map in the block's ``elaborate``, keeps
+  the registers and decodes the block's :func:`csr_signature` port; a register with fields is
+  a ``data.View`` in the RTL (``regs.rw("ctrl").enable``, ``regs.command("cmd", "flush")``),
+  and the sticky bits of a ``w1c`` status register are kept by :meth:`RegisterFile.status`;
+* the Python side: :meth:`RegisterMap.word_writes` and :meth:`RegisterMap.from_words` (the
+  driver and the testbenches address registers by name), :meth:`Reg.encode` /
+  :meth:`Reg.decode` (fields by name) and :meth:`Reg.flags` (an ``enum.IntFlag`` of the bits,
+  for the golden models);
+* the documentation: :meth:`RegisterMap.markdown`, the register table and the field table
   that ``t3 export`` writes and the pages of ``docs/`` include (``t3 docs`` refreshes them).
 
 Bus timing (``csr`` port, seen from the block)
@@ -49,7 +51,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 
-__all__ = ["Field", "Reg", "RegisterFile", "csr_signature", "count", "accumulate",
+__all__ = ["Field", "Reg", "RegisterMap", "RegisterFile", "csr_signature", "count", "accumulate",
            "CSR_DATA_BITS"]
 
 
@@ -197,8 +199,10 @@ class Reg:
         return f"{self.doc}: {names}" if self.doc else names
 
 
-class RegisterFile:
-    """Layout and decoder of a block's registers.
+class RegisterMap:
+    """A block's registers as plain data: their layout on 32-bit words and what the host needs
+    to address them (the driver, the testbenches, the docs); no hardware.
+    :class:`RegisterFile` is its hardware, built inside the block's ``elaborate``.
 
     Parameters
     ----------
@@ -207,6 +211,9 @@ class RegisterFile:
 
     Attributes
     ----------
+    regs : list of :class:`Reg`
+    words : int
+        Words the registers take.
     addr_bits : int
         Width of the word address that reaches every register.
     """
@@ -214,29 +221,14 @@ class RegisterFile:
     def __init__(self, regs):
         self.regs = list(regs)
         self._addr = {}
-        self._storage = {}
-        self._w_stb = {}
-        self._status = {}
-        self._locked = {}
         word = 0
         for reg in self.regs:
             if reg.name in self._addr:
                 raise ValueError(f"register {reg.name!r} is defined twice")
             self._addr[reg.name] = word
             word += reg.words
-            if reg.access == "rw":
-                self._storage[reg.name] = Signal(reg.layout or reg.width,
-                                                 name=f"reg_{reg.name}",
-                                                 init=reg.decode(reg.reset) if reg.fields
-                                                 else reg.reset)
-                self._locked[reg.name] = Signal(name=f"reg_{reg.name}_locked")
-            if reg.access in ("rw", "w1c", "wo"):
-                self._w_stb[reg.name] = Signal(name=f"reg_{reg.name}_w_stb")
-            if reg.access == "w1c" and reg.fields:
-                self._status[reg.name] = Signal(reg.layout, name=f"reg_{reg.name}")
         self.words = word
         self.addr_bits = max(1, (word - 1).bit_length())
-        self._w_data = Signal(CSR_DATA_BITS, name="reg_w_data")
 
     def __getitem__(self, name):
         for reg in self.regs:
@@ -271,6 +263,63 @@ class RegisterFile:
         return sum(w << (k * CSR_DATA_BITS) for k, w in enumerate(words)) & \
             ((1 << self[name].width) - 1)
 
+    def markdown(self):
+        """The register map as Markdown: a table of the registers (word address, name, width,
+        access, description) and, if any register has fields, a table of the fields."""
+        lines = ["| word | name | bits | access | description |", "|---|---|---|---|---|"]
+        for reg in self.regs:
+            addr = self._addr[reg.name]
+            where = f"0x{addr:02x}" if reg.words == 1 else \
+                f"0x{addr:02x}-0x{addr + reg.words - 1:02x}"
+            lines.append(f"| {where} | `{reg.name}` | {reg.width} | {reg.access} | "
+                         f"{reg.description} |")
+        groups = {}         # registers with the same fields share their rows
+        for reg in self.regs:
+            if reg.fields:
+                groups.setdefault((reg.access, reg.fields), []).append(reg.name)
+        if groups:
+            lines += ["", "| register | bits | field | description |", "|---|---|---|---|"]
+            for (access, fields), names in groups.items():
+                where = ", ".join(f"`{n}`" for n in names)
+                for f in fields:
+                    kind = ("live: " if f.live else "sticky: ") if access == "w1c" else ""
+                    lines.append(f"| {where} | {f.bits} | `{f.name}` | {kind}{f.doc} |")
+        return "\n".join(lines)
+
+
+
+class RegisterFile:
+    """The hardware of a :class:`RegisterMap` in a block: the storage of its ``rw`` registers,
+    the write strobes, the sticky bits of its ``w1c`` registers and the decoder of the
+    block's :func:`csr_signature` port.  Build it in the block's ``elaborate`` (each
+    elaboration gets its own signals).
+
+    Parameters
+    ----------
+    regmap : :class:`RegisterMap`
+    """
+
+    def __init__(self, regmap):
+        if not isinstance(regmap, RegisterMap):
+            raise TypeError(f"a RegisterFile is built from a RegisterMap, not {regmap!r}")
+        self.map = regmap
+        self._storage = {}
+        self._w_stb = {}
+        self._status = {}
+        self._locked = {}
+        for reg in regmap.regs:
+            if reg.access == "rw":
+                self._storage[reg.name] = Signal(reg.layout or reg.width,
+                                                 name=f"reg_{reg.name}",
+                                                 init=reg.decode(reg.reset) if reg.fields
+                                                 else reg.reset)
+                self._locked[reg.name] = Signal(name=f"reg_{reg.name}_locked")
+            if reg.access in ("rw", "w1c", "wo"):
+                self._w_stb[reg.name] = Signal(name=f"reg_{reg.name}_w_stb")
+            if reg.access == "w1c" and reg.fields:
+                self._status[reg.name] = Signal(reg.layout, name=f"reg_{reg.name}")
+        self._w_data = Signal(CSR_DATA_BITS, name="reg_w_data")
+
     def rw(self, name):
         """The storage signal of ``rw`` register ``name`` (a ``data.View`` of its fields, if
         it has fields)."""
@@ -285,13 +334,13 @@ class RegisterFile:
         if not hasattr(self, "_bus"):
             raise RuntimeError("rw_next needs the register file elaborated first")
         bus = self._bus
-        reg = self[name]
+        reg = self.map[name]
         if reg.access != "rw":
             raise ValueError(f"register {name!r} is not a rw register")
         storage = Value.cast(self._storage[name])
         nxt = Signal(len(storage), name=f"{name}_next")
         m.d.comb += nxt.eq(storage)
-        base = self._addr[name]
+        base = self.map.address(name)
         for k in range(reg.words):
             lo, hi = k * CSR_DATA_BITS, min((k + 1) * CSR_DATA_BITS, reg.width)
             with m.If(bus.w_stb & (bus.addr == base + k) & ~self._locked[name]):
@@ -310,7 +359,7 @@ class RegisterFile:
         locked once."""
         refused = []
         for name in names:
-            if self[name].access != "rw":
+            if self.map[name].access != "rw":
                 raise ValueError(f"register {name!r} is not a rw register")
             m.d.comb += self._locked[name].eq(locked)
             refused.append(self._w_stb[name])
@@ -321,7 +370,7 @@ class RegisterFile:
     def write_data(self, name):
         """The value being written to ``w1c``/``wo`` register ``name`` (valid with its strobe;
         a ``data.View`` of its fields, if it has fields)."""
-        reg = self[name]
+        reg = self.map[name]
         value = self._w_data[:reg.width]
         return data.View(reg.layout, value) if reg.fields else value
 
@@ -334,7 +383,7 @@ class RegisterFile:
         input (an event) is high and cleared by the host writing 1 to it (an event in the same
         cycle wins); each live field reads its input.  Every field needs an input.  Returns
         the register's value (a ``data.View``)."""
-        reg = self[name]
+        reg = self.map[name]
         if reg.access != "w1c" or not reg.fields:
             raise ValueError(f"register {name!r} is not a w1c register with fields")
         missing = {f.name for f in reg.fields} ^ set(inputs)
@@ -374,7 +423,7 @@ class RegisterFile:
         reads as (for a register with fields, optionally a ``{field: value}`` dict).  A ``w1c``
         register with fields is kept by :meth:`status`.
         """
-        missing = {r.name for r in self.regs if r.access in ("ro", "w1c")} - set(values) - \
+        missing = {r.name for r in self.map.regs if r.access in ("ro", "w1c")} - set(values) - \
             set(self._status)
         if missing:
             raise ValueError(f"no value given for register(s) {sorted(missing)}")
@@ -382,17 +431,17 @@ class RegisterFile:
         m.d.comb += self._w_data.eq(bus.w_data)
         r_data = Signal(CSR_DATA_BITS)
         with m.Switch(bus.addr):
-            for reg in self.regs:
+            for reg in self.map.regs:
                 if reg.access == "wo":
                     continue
                 value = self._read_value(m, reg, values)
                 for k in range(reg.words):
-                    with m.Case(self._addr[reg.name] + k):
+                    with m.Case(self.map.address(reg.name) + k):
                         m.d.comb += r_data.eq(value[k * CSR_DATA_BITS:(k + 1) * CSR_DATA_BITS])
         m.d.sync += bus.r_data.eq(r_data)
 
-        for reg in self.regs:
-            base = self._addr[reg.name]
+        for reg in self.map.regs:
+            base = self.map.address(reg.name)
             if reg.access == "rw":
                 storage = self._storage[reg.name]
                 hit = [bus.addr == base + k for k in range(reg.words)]
@@ -403,29 +452,6 @@ class RegisterFile:
                         m.d.sync += Value.cast(storage)[lo:hi].eq(bus.w_data[:hi - lo])
             elif reg.access in ("w1c", "wo"):
                 m.d.comb += self._w_stb[reg.name].eq(bus.w_stb & (bus.addr == base))
-
-    def markdown(self):
-        """The register map as Markdown: a table of the registers (word address, name, width,
-        access, description) and, if any register has fields, a table of the fields."""
-        lines = ["| word | name | bits | access | description |", "|---|---|---|---|---|"]
-        for reg in self.regs:
-            addr = self._addr[reg.name]
-            where = f"0x{addr:02x}" if reg.words == 1 else \
-                f"0x{addr:02x}-0x{addr + reg.words - 1:02x}"
-            lines.append(f"| {where} | `{reg.name}` | {reg.width} | {reg.access} | "
-                         f"{reg.description} |")
-        groups = {}         # registers with the same fields share their rows
-        for reg in self.regs:
-            if reg.fields:
-                groups.setdefault((reg.access, reg.fields), []).append(reg.name)
-        if groups:
-            lines += ["", "| register | bits | field | description |", "|---|---|---|---|"]
-            for (access, fields), names in groups.items():
-                where = ", ".join(f"`{n}`" for n in names)
-                for f in fields:
-                    kind = ("live: " if f.live else "sticky: ") if access == "w1c" else ""
-                    lines.append(f"| {where} | {f.bits} | `{f.name}` | {kind}{f.doc} |")
-        return "\n".join(lines)
 
 
 def accumulate(m: Module, counter, amount, clear=None):

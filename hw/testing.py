@@ -42,7 +42,7 @@ async def csr_read(ctx, bus, addr):
 
 
 async def reg_write(ctx, bus, regs, name, value):
-    """Write register ``name`` of :class:`hw.csr.RegisterFile` ``regs`` (all its words)."""
+    """Write register ``name`` of :class:`hw.csr.RegisterMap` ``regs`` (all its words)."""
     for addr, word in regs.word_writes(name, value):
         await csr_write(ctx, bus, addr, word)
 

@@ -10,7 +10,7 @@ them), bypasses it.
 
 import dataclasses
 
-from hw.csr import Field, Reg, RegisterFile
+from hw.csr import Field, Reg, RegisterMap
 from hw.params import T3Params, check_int, check_pow2
 
 
@@ -158,7 +158,7 @@ COUNTERS = (
 
 
 def l2_registers(params: T3Params, lparams: L2Params):
-    """The L2's register map (a fresh :class:`hw.csr.RegisterFile`)."""
+    """The L2's register map (a :class:`hw.csr.RegisterMap`)."""
     a = params.addr_bits
     regs = [
         Reg("info", 32, "ro", "geometry", fields=(
@@ -186,7 +186,7 @@ def l2_registers(params: T3Params, lparams: L2Params):
     regs += [Reg("lines", 32, "ro", "valid lines now"),
              Reg("dirty_lines", 32, "ro", "dirty lines now")]
     regs += [Reg(name, 32, "ro", doc) for name, doc in COUNTERS]
-    return RegisterFile(regs)
+    return RegisterMap(regs)
 
 
 def check_windows(params: T3Params, lparams: L2Params, windows):

@@ -6,7 +6,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hw.csr import count, csr_signature
+from hw.csr import RegisterFile, count, csr_signature
 from hw.interfaces import Op, Stream, mem_request_layout, request_signature, \
     response_signature
 from hw.params import T3Params
@@ -89,6 +89,7 @@ class L2Cache(wiring.Component):
             raise TypeError(f"lparams must be an L2Params, not {lparams!r}")
         self.params, self.lparams = params, lparams
         self.regs = l2_registers(params, lparams)
+        self.regfile = RegisterFile(self.regs)      # the registers' hardware
         super().__init__({
             "i": In(request_signature(params)),
             "o": Out(response_signature(params)),
@@ -101,7 +102,7 @@ class L2Cache(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        p, lp, regs = self.params, self.lparams, self.regs
+        p, lp, regs = self.params, self.lparams, self.regfile
         W, S, M, D = lp.ways, lp.sets, lp.mshrs, lp.depth
         boff = p.beat_offset_bits
         LB = p.addr_bits - boff                    # a line's address (the tag: the whole line)

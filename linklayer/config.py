@@ -23,7 +23,7 @@ import zlib
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
-from hw.csr import Field, Reg, RegisterFile
+from hw.csr import Field, Reg, RegisterMap
 from hw.params import T3Params, check_int, check_pow2
 
 
@@ -153,9 +153,8 @@ LINK_STATUS = Reg("status", None, "ro", "sticky until reset", fields=(
 
 
 def link_registers(lparams: LinkLayerParams):
-    """The link layer's registers in a node (block ``link``; a fresh
-    :class:`hw.csr.RegisterFile`)."""
-    return RegisterFile([
+    """The link layer's registers in a node (block ``link``; a :class:`hw.csr.RegisterMap`)."""
+    return RegisterMap([
         Reg("info", 32, "ro", "geometry", fields=(
             Field("seq_bits", 8, "sequence number bits"),
             Field("max_packet_beats", 16, "longest packet, beats"))),

@@ -23,7 +23,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hw.csr import csr_signature
+from hw.csr import RegisterFile, csr_signature
 from hw.interfaces import link_signature
 from hw.params import T3Params
 from hw.pipeline import SkidBuffer
@@ -473,6 +473,7 @@ class LinkLayer(wiring.Component):
     def __init__(self, params: T3Params, lparams: LinkLayerParams = LinkLayerParams()):
         self.params, self.lparams = params, lparams
         self.regs = link_registers(lparams)
+        self.regfile = RegisterFile(self.regs)      # the registers' hardware
         super().__init__({
             "dma_tx": In(link_signature(params)), "tx": Out(link_signature(params)),
             "rx": In(link_signature(params)), "dma_rx": Out(link_signature(params)),
@@ -509,5 +510,5 @@ class LinkLayer(wiring.Component):
                           "max_packet_beats": self.lparams.max_packet_beats}
         values["status"] = {"tx_too_long": tx.status.too_long, "tx_bad_ack": tx.status.bad_ack,
                             "rx_bad_seq_field": rx.status.bad_seq_field}
-        self.regs.elaborate(m, self.csr, values)
+        self.regfile.elaborate(m, self.csr, values)
         return m

@@ -3,7 +3,7 @@
 import dataclasses
 import enum
 
-from hw.csr import Field, Reg, RegisterFile
+from hw.csr import Field, Reg, RegisterMap
 from hw.params import check_int, check_params, param
 
 
@@ -149,7 +149,7 @@ STAT_REGISTERS = ("status", "compute_issues", "comm_issues", "compute_wait", "fo
 
 
 def arbiter_registers(aparams: ArbiterParams):
-    """The arbiter's register map (a fresh :class:`hw.csr.RegisterFile`)."""
+    """The arbiter's register map (a :class:`hw.csr.RegisterMap`)."""
     occ_bits = aparams.depth.bit_length()
     regs = [
         INFO, CTRL, CMD, STATUS,
@@ -184,4 +184,4 @@ def arbiter_registers(aparams: ArbiterParams):
             Reg(f"calib{index}_threshold", occ_bits, "rw",
                 f"calibration row {index}: threshold chosen", reset=default.threshold),
         ]
-    return RegisterFile(regs)
+    return RegisterMap(regs)

@@ -5,7 +5,7 @@ from amaranth import Const, Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.csr import accumulate, count, csr_signature
+from hw.csr import RegisterFile, accumulate, count, csr_signature
 from hw.interfaces import Stream, mem_request_layout
 from hw.params import T3Params
 from hw.pipeline import BypassFIFO
@@ -177,6 +177,7 @@ class MCArbiter(wiring.Component):
         self.params = params
         self.aparams = aparams
         self.regs = arbiter_registers(aparams)
+        self.regfile = RegisterFile(self.regs)      # the registers' hardware
         #: the decision logic (:class:`ArbiterPolicy`)
         self.policy = ArbiterPolicy(aparams, self.regs["threshold"].reset)
         #: the MCQ: block RAM with a synchronous read port (``depth - 1`` entries) and an
@@ -206,7 +207,7 @@ class MCArbiter(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        p, ap, regs = self.params, self.aparams, self.regs
+        p, ap, regs = self.params, self.aparams, self.regfile
         layout = mem_request_layout(p)
 
         m.submodules.mcq = mcq = self.mcq

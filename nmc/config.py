@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from hw.csr import Field, Reg, RegisterFile
+from hw.csr import Field, Reg, RegisterMap
 from hw.params import T3Params, check_int, check_params, param
 
 
@@ -142,7 +142,7 @@ CMD = Reg("cmd", None, "wo", "write 1 to act", fields=(
 
 
 def nmc_registers(params: T3Params, nparams: NMCParams):
-    """The unit's register map (a fresh :class:`hw.csr.RegisterFile`)."""
+    """The unit's register map (a :class:`hw.csr.RegisterMap`)."""
     regs = [
         STATUS, CMD,
         Reg("errors", 32, "ro", "commands refused"),
@@ -152,4 +152,4 @@ def nmc_registers(params: T3Params, nparams: NMCParams):
         for stream in ("compute", "comm"):
             regs.append(Reg(f"{name}_{stream}", 32, "ro", f"{name.replace('_', ' ')} of the "
                                                           f"{stream} stream"))
-    return RegisterFile(regs)
+    return RegisterMap(regs)

@@ -7,7 +7,7 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hw.csr import accumulate, count, csr_signature
+from hw.csr import RegisterFile, accumulate, count, csr_signature
 from hw.interfaces import Op, Stream, mem_request_layout, mem_response_layout
 from hw.params import T3Params
 from .alu import LATENCY as ALU_LATENCY, NearBankALU
@@ -78,6 +78,7 @@ class NMCUnit(wiring.Component):
             raise TypeError(f"nparams must be an NMCParams, not {nparams!r}")
         self.params, self.nparams = params, nparams
         self.regs = nmc_registers(params, nparams)
+        self.regfile = RegisterFile(self.regs)      # the registers' hardware
         super().__init__({
             "cmd": In(stream.Signature(mem_request_layout(params))),
             "resp": Out(stream.Signature(mem_response_layout(params))),
@@ -86,7 +87,7 @@ class NMCUnit(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        p, n, regs = self.params, self.nparams, self.regs
+        p, n, regs = self.params, self.nparams, self.regfile
         t = n.timing
         nb = n.bank_groups * n.banks
         col_bits, bg_bits, bank_bits = _log2(n.columns), _log2(n.bank_groups), _log2(n.banks)

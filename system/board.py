@@ -21,7 +21,7 @@ from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out, connect
 
 from hw.axil import AXILiteDecoder, AXILiteToCSR
-from hw.csr import Field, Reg, RegisterFile, csr_signature
+from hw.csr import Field, Reg, RegisterFile, RegisterMap, csr_signature
 from hw.ecp5 import ECP5PLL, ecp5_global, pll_config
 from hw.params import T3Params, check_int
 from hw.uart import UARTBridge, bridge_status_layout
@@ -181,9 +181,9 @@ STATUS = Reg("status", None, "w1c", "", fields=(
 
 
 def board_registers(bparams: BoardParams):
-    """The board block's register map (a fresh :class:`hw.csr.RegisterFile`)."""
+    """The board block's register map (a :class:`hw.csr.RegisterMap`)."""
     p, e = bparams.params, bparams.engine
-    return RegisterFile([
+    return RegisterMap([
         Reg("id", 32, "ro", f"reads 0x{BOARD_ID:08x}: \"T3\", board register map version 1"),
         CTRL, STATUS,
         Reg("uart", 32, "ro", "the serial bridge's saturating counters: bits 0-7 bytes dropped "
@@ -227,6 +227,7 @@ class BoardHost(wiring.Component):
     def __init__(self, bparams: BoardParams):
         self.bparams = bparams
         self.regs = board_registers(bparams)
+        self.regfile = RegisterFile(self.regs)      # the registers' hardware
         members = {"csr": In(csr_signature(self.regs.addr_bits))}
         for g in range(bparams.gpus):
             members[f"load{g}"] = Out(load_signature(bparams.params, bparams.engine))
@@ -236,7 +237,7 @@ class BoardHost(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        b, regs = self.bparams, self.regs
+        b, regs = self.bparams, self.regfile
         gpu, addr = regs.rw("load_gpu"), regs.rw("load_addr")
         rdata = Signal(b.params.beat_bits)
         wait = Signal(range(READ_LATENCY + 1))

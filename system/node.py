@@ -32,7 +32,7 @@ from nmc.rtl import NMCUnit
 from tracker.config import TrackerParams
 from tracker.rtl import Tracker
 from hw.axil import AXILiteToCSR, CSRDecoder, axil_signature
-from hw.csr import Field, Reg, RegisterFile, count, csr_signature
+from hw.csr import Field, Reg, RegisterFile, RegisterMap, count, csr_signature
 from hw.interfaces import Op, Stream, link_signature, request_signature, response_signature
 from hw.params import T3Params, check_int
 from hw.pipeline import SkidBuffer
@@ -119,7 +119,7 @@ class NodeParams:
 
 def node_registers():
     """The node's own registers (block ``node``)."""
-    return RegisterFile([
+    return RegisterMap([
         Reg("info", 32, "ro", "the configuration space", fields=(
             Field("blocks", 8, "blocks in the configuration space"),
             Field("window_bits", 8, "word-address bits of each block's window"))),
@@ -136,7 +136,7 @@ def node_registers():
 
 
 def block_registers(params: T3Params, nparams: NodeParams):
-    """``{block name: RegisterFile}`` of a node, without building the hardware (the driver
+    """``{block name: RegisterMap}`` of a node, without building the hardware (the driver
     and the agents use it to address registers)."""
     from dma.config import dma_registers
     from mc_arbiter.config import arbiter_registers
@@ -229,6 +229,7 @@ class GPUNode(wiring.Component):
         self.link = LinkLayer(params, nparams.linklayer) if nparams.linklayer is not None \
             else None
         self.regs = node_registers()
+        self.regfile = RegisterFile(self.regs)      # the registers' hardware
         self.block_regs = {"node": self.regs, "tracker": self.tracker.regs,
                            "arbiter": self.arbiter.regs, "nmc": self.nmc.regs,
                            "dma": self.dma.regs}
@@ -278,7 +279,7 @@ class GPUNode(wiring.Component):
         for name, block in (("tracker", tracker), ("arbiter", arbiter), ("nmc", nmc),
                             ("dma", dma)):
             connect(m, getattr(decoder, name), block.csr)
-        regs = self.regs
+        regs = self.regfile
         cnt = {k: Signal(32, name=f"node_{k}") for k in ("cycles", "comm_writes",
                                                          "compute_resps", "remote_out")}
         node_csr = wiring.flipped(decoder.node)

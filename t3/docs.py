@@ -2,7 +2,7 @@
 
 Each page of :data:`PAGES` holds its block's register map between the markers
 ``<!-- registers:begin -->`` and ``<!-- registers:end -->``; :func:`refresh` rewrites that part
-from :meth:`hw.csr.RegisterFile.markdown` (``t3 docs``), and the test suite checks that every
+from :meth:`hw.csr.RegisterMap.markdown` (``t3 docs``), and the test suite checks that every
 page is current (``t3 docs --check``).
 """
 

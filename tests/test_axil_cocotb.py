@@ -5,12 +5,15 @@ under Verilator and Icarus, against two slaves at once:
   ``AxiLiteRam``, which pauses every channel at random (backpressure on the requests, late
   answers);
 - port ``p1``: the nodes' own slave (:class:`hw.axil.AXILiteToCSR`) in front of a register file;
-- batches begun while another runs wait their turn.
+- batches begun while another runs wait their turn;
+- and the nodes' slave on its own against cocotbext-axi's ``AxiLiteMaster``, the library's
+  master, with many accesses in flight.
 
 Scored against a dict of what was written; an error answer raises naming the port, the access
 and the address, and a slave that never answers raises after the master's limit.
 """
 
+import logging
 import random
 
 import cocotb
@@ -20,7 +23,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect
 
 from hw.axil import AXILiteInputSlice, AXILiteToCSR, axil_signature
-from hw.csr import Reg, RegisterFile, csr_signature
+from hw.csr import Reg, RegisterFile, RegisterMap, csr_signature
 from sim.harness.runner import run_cocotb, tb_config
 
 
@@ -30,12 +33,12 @@ REGS = 4            # rw registers behind p1: byte addresses 0, 4, 8, 12
 
 class _RegBlock(wiring.Component):
     def __init__(self):
-        self.regs = RegisterFile([Reg(f"r{k}", 32, "rw", "") for k in range(REGS)])
+        self.regs = RegisterMap([Reg(f"r{k}", 32, "rw", "") for k in range(REGS)])
         super().__init__({"csr": In(csr_signature(ADDR_BITS - 2))})
 
     def elaborate(self, platform):
         m = Module()
-        self.regs.elaborate(m, self.csr, {})
+        RegisterFile(self.regs).elaborate(m, self.csr, {})
         return m
 
 
@@ -150,6 +153,46 @@ async def no_answer(dut):
             "answered)", error
     else:
         raise AssertionError("a read nobody answered returned")
+
+
+@cocotb.test()
+async def library_master_on_the_nodes_slave(dut):
+    """cocotbext-axi's ``AxiLiteMaster`` on ``p1`` (the nodes' ``AXILiteToCSR``), every access
+    of a round queued at once: each read returns the last word written there; a misaligned
+    access is answered SLVERR and changes nothing."""
+    from cocotb.clock import Clock
+    from cocotb.triggers import ClockCycles
+    from cocotbext.axi import AxiLiteBus, AxiLiteMaster
+    cfg = tb_config()
+    rng = random.Random(cfg["seed"])
+    logging.getLogger(f"cocotb.{dut._name}.p1_").setLevel(logging.WARNING)  # (every access)
+    master = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "p1_"), dut.clk, dut.rst)
+    dut.rst.value = 1
+    Clock(dut.clk, 1, unit="ns").start()
+    await ClockCycles(dut.clk, 2)
+    dut.rst.value = 0
+    await ClockCycles(dut.clk, 2)
+    want = {}
+    for _ in range(cfg["rounds"]):
+        writes = [(4 * rng.randrange(REGS), rng.getrandbits(32))
+                  for _ in range(rng.randrange(1, 8))]
+        events = [master.init_write(addr, word.to_bytes(4, "little")) for addr, word in writes]
+        reads = [4 * rng.randrange(REGS) for _ in range(rng.randrange(1, 8))]
+        for event in events:
+            await event.wait()
+            assert event.data.resp == 0, event.data
+        want.update(writes)
+        events = [master.init_read(addr, 4) for addr in reads]
+        for addr, event in zip(reads, events):
+            await event.wait()
+            assert event.data.resp == 0, event.data
+            assert int.from_bytes(event.data.data, "little") == want.get(addr, 0), addr
+    assert len(want) == REGS
+    event = master.init_write(4 * 1 + 2, b"\xff\xff")
+    await event.wait()
+    assert int(event.data.resp) == 2, event.data
+    got = await master.read(4, 4)
+    assert int.from_bytes(got.data, "little") == want[4]
 
 
 @pytest.mark.cocotb

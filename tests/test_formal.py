@@ -306,7 +306,7 @@ class DMAReceiveSpec(Elaboratable):
         # the rx window as it was when the beat was taken (registers may change any time)
         win_lo, win_size = Signal(DMA_P.addr_bits), Signal(DMA_P.addr_bits)
         with m.If(go & ~rx.tuser):
-            m.d.sync += [win_lo.eq(dut.regs.rw("rx_base")), win_size.eq(dut.regs.rw("rx_size"))]
+            m.d.sync += [win_lo.eq(dut.regfile.rw("rx_base")), win_size.eq(dut.regfile.rw("rx_size"))]
         with m.If(dut.mem.valid & (dut.mem.payload.op != Op.READ)):
             m.d.comb += [Assert((a >= pend_lo) & (a + bb <= pend_hi)),
                          Assert((a >= win_lo) & (a < win_lo + win_size))]
@@ -339,7 +339,7 @@ class TrackerSpec(Elaboratable):
         stream_source(m, dut.i.valid, req.as_value(), dut.i.ready, "i")
         m.d.comb += Assume(~dut.i.valid | running)
         free(m, dut.o.ready)
-        regs = dut.regs
+        regs = dut.regfile
         wg, wf = AnyConst(SMALL.wg_id_bits), AnyConst(SMALL.wf_id_bits)
         mine = (req.wg_id == wg) & (req.wf_id == wf)
         base, size = regs.rw("region0_base"), regs.rw("region0_size")
@@ -383,7 +383,7 @@ class TrackerSpec(Elaboratable):
         ``shadow`` since its last trigger, ``owed`` triggers not yet taken): the table's
         entry plus the tile's updates in the pipeline, each stage's view of the table, and
         where stage 3 writes.  Each holds at reset and is kept by every step."""
-        st, regs = dut.state, dut.regs
+        st, regs = dut.state, dut.regfile
         assert T_SMALL.sets == 1 and T_SMALL.regions == 1 and T_SMALL.ways == 2
         view = st["table"].read_port(domain="comb")     # the table's one row, as it is now
         row = view.data

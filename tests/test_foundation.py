@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from hw.csr import Reg, RegisterFile, csr_signature
+from hw.csr import Reg, RegisterFile, RegisterMap, csr_signature
 from hw.export import to_verilog
 from hw.interfaces import ElemType, Op, Source, Stream, mem_request_layout, pack, unpack
 from hw.params import T3Params
@@ -131,8 +131,8 @@ def test_pack_unpack_round_trip_and_refusals():
 # --- register file --------------------------------------------------------------------------
 
 def test_register_file_layout_and_refusals():
-    regs = RegisterFile([Reg("a", 1, "rw", "a"), Reg("wide", 40, "rw", "w"),
-                         Reg("st", 3, "w1c", "s"), Reg("go", 1, "wo", "g")])
+    regs = RegisterMap([Reg("a", 1, "rw", "a"), Reg("wide", 40, "rw", "w"),
+                        Reg("st", 3, "w1c", "s"), Reg("go", 1, "wo", "g")])
     assert [regs.address(n) for n in ("a", "wide", "st", "go")] == [0, 1, 3, 4]
     assert regs.addr_bits == 3
     assert regs.word_writes("wide", 0x12_3456_789A) == [(1, 0x3456_789A), (2, 0x12)]
@@ -141,7 +141,10 @@ def test_register_file_layout_and_refusals():
     with pytest.raises(KeyError, match="no register named 'nope'"):
         regs.address("nope")
     with pytest.raises(ValueError, match=r"^register 'x' is defined twice$"):
-        RegisterFile([Reg("x", 1, "rw", ""), Reg("x", 1, "ro", "")])
+        RegisterMap([Reg("x", 1, "rw", ""), Reg("x", 1, "ro", "")])
+    with pytest.raises(TypeError, match=r"^a RegisterFile is built from a RegisterMap, not "
+                                        r"\[Reg"):
+        RegisterFile([Reg("x", 1, "rw", "")])
     with pytest.raises(ValueError, match=r"^register 'y': access must be one of"):
         Reg("y", 1, "rx", "")
     with pytest.raises(ValueError, match=r"^register 'z': a w1c register is at most 32 bits, "
@@ -155,11 +158,12 @@ def test_register_file_rtl_read_write_and_unmapped():
     from amaranth.lib import wiring
     from amaranth.lib.wiring import In
 
-    regs = RegisterFile([Reg("a", 8, "rw", "", reset=5), Reg("wide", 40, "rw", ""),
-                         Reg("ro", 32, "ro", ""), Reg("go", 1, "wo", "")])
+    rmap = RegisterMap([Reg("a", 8, "rw", "", reset=5), Reg("wide", 40, "rw", ""),
+                        Reg("ro", 32, "ro", ""), Reg("go", 1, "wo", "")])
+    regs = RegisterFile(rmap)
 
     class Dut(wiring.Component):
-        csr: In(csr_signature(regs.addr_bits))
+        csr: In(csr_signature(rmap.addr_bits))
         pulses: wiring.Out(8)
 
         def elaborate(self, platform):
@@ -174,15 +178,15 @@ def test_register_file_rtl_read_write_and_unmapped():
 
     async def bench(ctx):
         from hw.testing import csr_read, csr_write, reg_read, reg_write
-        seen["reset"] = await reg_read(ctx, dut.csr, regs, "a")
-        await reg_write(ctx, dut.csr, regs, "wide", 0xAB_1234_5678)
-        seen["wide"] = await reg_read(ctx, dut.csr, regs, "wide")
-        seen["ro"] = await reg_read(ctx, dut.csr, regs, "ro")
-        await csr_write(ctx, dut.csr, regs.address("ro"), 0)       # ignored
-        seen["ro_after"] = await reg_read(ctx, dut.csr, regs, "ro")
-        await csr_write(ctx, dut.csr, regs.address("go"), 1)
-        await csr_write(ctx, dut.csr, regs.address("go"), 1)
-        seen["go_read"] = await csr_read(ctx, dut.csr, regs.address("go"))
+        seen["reset"] = await reg_read(ctx, dut.csr, rmap, "a")
+        await reg_write(ctx, dut.csr, rmap, "wide", 0xAB_1234_5678)
+        seen["wide"] = await reg_read(ctx, dut.csr, rmap, "wide")
+        seen["ro"] = await reg_read(ctx, dut.csr, rmap, "ro")
+        await csr_write(ctx, dut.csr, rmap.address("ro"), 0)       # ignored
+        seen["ro_after"] = await reg_read(ctx, dut.csr, rmap, "ro")
+        await csr_write(ctx, dut.csr, rmap.address("go"), 1)
+        await csr_write(ctx, dut.csr, rmap.address("go"), 1)
+        seen["go_read"] = await csr_read(ctx, dut.csr, rmap.address("go"))
         seen["unmapped"] = await csr_read(ctx, dut.csr, 7)
         seen["pulses"] = ctx.get(dut.pulses)
 
@@ -199,17 +203,18 @@ def test_rw_next_is_what_the_register_holds_next_cycle():
     from amaranth.lib import wiring
     from amaranth.lib.wiring import In
 
-    regs = RegisterFile([Reg("a", 8, "rw", "", reset=5), Reg("wide", 40, "rw", "")])
+    rmap = RegisterMap([Reg("a", 8, "rw", "", reset=5), Reg("wide", 40, "rw", "")])
+    regs = RegisterFile(rmap)
 
     class Dut(wiring.Component):
-        csr: In(csr_signature(regs.addr_bits))
+        csr: In(csr_signature(rmap.addr_bits))
         locked: In(1)
 
         def elaborate(self, platform):
             m = Module()
             regs.elaborate(m, self.csr, {})
             regs.lock(m, ["wide"], self.locked)
-            self.predicted = {name: Signal(regs[name].width, name=f"pred_{name}")
+            self.predicted = {name: Signal(rmap[name].width, name=f"pred_{name}")
                               for name in ("a", "wide")}
             for name, pred in self.predicted.items():
                 m.d.sync += pred.eq(regs.rw_next(m, name))
@@ -222,7 +227,7 @@ def test_rw_next_is_what_the_register_holds_next_cycle():
         rng = random.Random(3)
         await ctx.tick()
         for _ in range(400):
-            ctx.set(dut.csr.addr, rng.randrange(1 << regs.addr_bits))
+            ctx.set(dut.csr.addr, rng.randrange(1 << rmap.addr_bits))
             ctx.set(dut.csr.w_stb, rng.random() < 0.7)
             ctx.set(dut.csr.w_data, rng.getrandbits(32))
             ctx.set(dut.locked, rng.random() < 0.3)
@@ -274,14 +279,15 @@ def test_register_fields_in_the_rtl_status_command_and_views():
     from hw.csr import Field
     from hw.testing import csr_read, csr_write, reg_read
 
-    regs = RegisterFile([
+    rmap = RegisterMap([
         Reg("ctrl", None, "rw", "", reset=0b10, fields=(Field("a"), Field("b"))),
         Reg("cmd", None, "wo", "", fields=(Field("x"), Field("y"))),
         Reg("status", None, "w1c", "", fields=(Field("err"), Field("busy", lsb=4, live=True))),
     ])
+    regs = RegisterFile(rmap)
 
     class Dut(wiring.Component):
-        csr: In(csr_signature(regs.addr_bits))
+        csr: In(csr_signature(rmap.addr_bits))
         event: In(1)
         busy: In(1)
         ys: Out(8)
@@ -298,7 +304,7 @@ def test_register_fields_in_the_rtl_status_command_and_views():
 
     dut = Dut()
     seen = []
-    status = regs.address("status")
+    status = rmap.address("status")
 
     async def bench(ctx):
         seen.append(ctx.get(dut.b))                                 # reset value of a field
@@ -306,7 +312,7 @@ def test_register_fields_in_the_rtl_status_command_and_views():
         await ctx.tick()
         ctx.set(dut.event, 0)
         ctx.set(dut.busy, 1)
-        seen.append(await reg_read(ctx, dut.csr, regs, "status"))  # err sticky, busy live
+        seen.append(await reg_read(ctx, dut.csr, rmap, "status"))  # err sticky, busy live
         await csr_write(ctx, dut.csr, status, 0b1_0001)            # clear err (busy: no)
         seen.append(await csr_read(ctx, dut.csr, status))
         ctx.set(dut.event, 1)                                       # event and clear together
@@ -314,8 +320,8 @@ def test_register_fields_in_the_rtl_status_command_and_views():
         ctx.set(dut.event, 0)
         ctx.set(dut.busy, 0)
         seen.append(await csr_read(ctx, dut.csr, status))
-        await csr_write(ctx, dut.csr, regs.address("cmd"), 0b10)
-        await csr_write(ctx, dut.csr, regs.address("cmd"), 0b01)
+        await csr_write(ctx, dut.csr, rmap.address("cmd"), 0b10)
+        await csr_write(ctx, dut.csr, rmap.address("cmd"), 0b01)
         seen.append(ctx.get(dut.ys))
 
     run_testbench(dut, bench)

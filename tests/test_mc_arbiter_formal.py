@@ -146,7 +146,7 @@ class ArbiterSpec(Elaboratable):
             Assert(~dut.enq_pending | dut.mcq.w_rdy),
         ]
         m.d.comb += [
-            Assert(core.below == (level < dut.regs.rw("threshold"))),
+            Assert(core.below == (level < dut.regfile.rw("threshold"))),
             Assert(core.starved == ((core.starve_limit != 0) &
                                     (core.starve >= core.starve_limit))),
         ]

@@ -12,7 +12,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
 from hw.axil import OKAY, SLVERR, AXILiteInputSlice, AXILiteToCSR, CSRDecoder, axil_signature
-from hw.csr import Reg, RegisterFile
+from hw.csr import Reg, RegisterFile, RegisterMap
 from system.link import LinkModel
 from system.node import NodeParams, block_registers
 from hw.params import T3Params
@@ -31,8 +31,8 @@ class _TwoBlocks(wiring.Component):
     """An AXI4-Lite port in front of two register files (windows of 4 words)."""
 
     def __init__(self, registered=False):
-        self.a = RegisterFile([Reg("x", 32, "rw", "x"), Reg("y", 8, "rw", "y")])
-        self.b = RegisterFile([Reg("z", 40, "rw", "z")])
+        self.a = RegisterMap([Reg("x", 32, "rw", "x"), Reg("y", 8, "rw", "y")])
+        self.b = RegisterMap([Reg("z", 40, "rw", "z")])
         self.dec = CSRDecoder(2, [("a", self.a.addr_bits), ("b", self.b.addr_bits)],
                               registered=registered)
         super().__init__({"axil": In(axil_signature(self.dec.addr_bits + 2))})
@@ -44,8 +44,8 @@ class _TwoBlocks(wiring.Component):
         m.submodules.dec = self.dec
         wiring.connect(m, wiring.flipped(self.axil), bridge.axil)
         wiring.connect(m, bridge.csr, self.dec.bus)
-        self.a.elaborate(m, wiring.flipped(self.dec.a), {})
-        self.b.elaborate(m, wiring.flipped(self.dec.b), {})
+        RegisterFile(self.a).elaborate(m, wiring.flipped(self.dec.a), {})
+        RegisterFile(self.b).elaborate(m, wiring.flipped(self.dec.b), {})
         return m
 
 
@@ -518,7 +518,7 @@ def test_the_driver_programs_the_l2_windows_from_its_cached_buffers():
 
 def test_the_driver_refuses_what_the_l2_cannot_hold():
     from l2.config import L2Config, L2Params, Window
-    from sim.system.run import check_config, node_params
+    from sim.system.run import node_params
     nparams = node_params(l2=L2Params(sets=16, ways=4, windows=2))
     driver = Driver(P, nparams, 2)
     driver.malloc("A", 0, 32, 8, uncached=False)
@@ -536,10 +536,6 @@ def test_the_driver_refuses_what_the_l2_cannot_hold():
     _refused(plain, r"uncached=False, but the nodes have no L2 \(NodeParams.l2 is None\)",
              plain.malloc, "A", 0, 32, 8, uncached=False)
     _refused(plain, r"set_l2: the nodes have no L2", plain.set_l2, L2Config())
-    spec = GemmSpec(m=32, n=32, k=64, wfs_per_wg=2, cus=2)
-    with pytest.raises(ValueError, match="engines=False: the CU kernels in Python do not "
-                                         "flush the L2"):
-        check_config(spec, 2, "t3", P, nparams, eparams=None)
 
 
 def test_node_params_carry_the_l2_through_a_dict():

@@ -8,7 +8,7 @@ geometry and the register map exist once.
 import dataclasses
 from collections import Counter
 
-from hw.csr import Field, Reg, RegisterFile
+from hw.csr import Field, Reg, RegisterMap
 from hw.interfaces import region_bits
 from hw.params import T3Params, check_int, check_params, param
 
@@ -250,7 +250,7 @@ def table_bits(params: T3Params, tparams: TrackerParams):
 
 
 def tracker_registers(params: T3Params, tparams: TrackerParams):
-    """The Tracker's register map (a fresh :class:`hw.csr.RegisterFile`)."""
+    """The Tracker's register map (a :class:`hw.csr.RegisterMap`)."""
     regs = [
         INFO, CTRL, CMD, STATUS,
         Reg("errors", 32, "ro", "accesses refused with an error (not counted into any tile) and "
@@ -274,7 +274,7 @@ def tracker_registers(params: T3Params, tparams: TrackerParams):
             Reg(f"region{r}_updates", UPDATES_BITS, "rw",
                 f"region {r}: updates expected per element"),
         ]
-    return RegisterFile(regs)
+    return RegisterMap(regs)
 
 
 def register_values(tparams: TrackerParams, regions, enable=True):

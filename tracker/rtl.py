@@ -13,7 +13,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hw.csr import accumulate, count, csr_signature
+from hw.csr import RegisterFile, accumulate, count, csr_signature
 from hw.interfaces import (ElemType, Op, mask_is_whole, mem_request_layout, popcount,
                            trigger_layout)
 from hw.params import T3Params
@@ -115,6 +115,7 @@ class Tracker(wiring.Component):
         self.params = params
         self.tparams = tparams
         self.regs = tracker_registers(params, tparams)
+        self.regfile = RegisterFile(self.regs)      # the registers' hardware
         super().__init__({
             "i":   In(stream.Signature(mem_request_layout(params))),
             "o":   Out(stream.Signature(trigger_layout(params, tparams.regions))),
@@ -123,7 +124,7 @@ class Tracker(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        p, tp, regs = self.params, self.tparams, self.regs
+        p, tp, regs = self.params, self.tparams, self.regfile
         entry = entry_layout(p, tp)
         ways = tp.ways
         row_layout = data.ArrayLayout(entry, ways)

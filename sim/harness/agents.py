@@ -33,7 +33,7 @@ __all__ = ["Bench", "StreamSource", "StreamSink", "StreamMonitor", "CsrMaster",
 
 async def reset_and_program(dut, regs, registers, idle=()):
     """Hold the ports ``idle`` (names) at 0, start a 1 ns clock on ``dut.clk``, reset for two
-    cycles, then write ``registers`` (``[(name, value)]`` of :class:`hw.csr.RegisterFile`
+    cycles, then write ``registers`` (``[(name, value)]`` of :class:`hw.csr.RegisterMap`
     ``regs``) through the ``csr`` port, one word a cycle: the opening of a block's cocotb
     test that drives its ports itself."""
     from cocotb.clock import Clock
@@ -222,7 +222,7 @@ class StreamMonitor(_StreamAgent):
 class CsrMaster:
     """Host side of a :func:`hw.csr.csr_signature` port: ``await write(addr, word)``,
     ``await read(addr)``; ``write_reg``/``read_reg`` take a register name of a
-    :class:`hw.csr.RegisterFile` and move all its words."""
+    :class:`hw.csr.RegisterMap` and move all its words."""
 
     def __init__(self, dut, prefix="csr", regs=None):
         self.addr = getattr(dut, f"{prefix}__addr")

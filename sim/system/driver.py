@@ -470,7 +470,7 @@ class Driver:
 
     def register_writes(self, gpu, regs):
         """AXI4-Lite ``[(byte address, word), ...]`` for :meth:`named_writes`; ``regs`` maps a
-        block name to its :class:`hw.csr.RegisterFile`."""
+        block name to its :class:`hw.csr.RegisterMap`."""
         out = []
         for block, name, value in self.named_writes(gpu):
             assert block in BLOCK_ORDER

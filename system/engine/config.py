@@ -39,7 +39,7 @@ import enum
 
 from amaranth.lib import data
 
-from hw.csr import Field, Reg, RegisterFile
+from hw.csr import Field, Reg, RegisterMap
 from hw.params import T3Params, check_int
 
 
@@ -165,9 +165,9 @@ STAT_REGISTERS = ("status", "cycles", "first_stage", "requests", "reads", "store
 
 
 def engine_registers(params: T3Params, eparams: EngineParams):
-    """The engine's register map (a fresh :class:`hw.csr.RegisterFile`)."""
+    """The engine's register map (a :class:`hw.csr.RegisterMap`)."""
     a, lb = params.addr_bits, eparams.local_bits + 1
-    return RegisterFile([
+    return RegisterMap([
         MODE, CTRL, STATUS,
         Reg("arrivals_target", 32, "rw", "communication writes that must have completed in the "
                                          "node since the start before `done`"),

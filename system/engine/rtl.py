@@ -8,7 +8,7 @@ from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hw.csr import count, csr_signature
+from hw.csr import RegisterFile, count, csr_signature
 from hw.interfaces import ElemType, Op, mem_request_layout, request_signature, \
     response_signature
 from hw.params import T3Params
@@ -96,6 +96,7 @@ class CUEngine(wiring.Component):
         self.params, self.eparams = params, eparams
         self.formats = tuple(ElemType(f) for f in formats)
         self.regs = engine_registers(params, eparams)
+        self.regfile = RegisterFile(self.regs)      # the registers' hardware
         super().__init__({
             "compute": Out(request_signature(params)),
             "resp": In(response_signature(params)),
@@ -113,7 +114,7 @@ class CUEngine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        p, ep, regs = self.params, self.eparams, self.regs
+        p, ep, regs = self.params, self.eparams, self.regfile
         beat, boff = p.beat_bits, p.beat_offset_bits
         full_mask = (1 << p.beat_bytes) - 1
         S = ep.slots
