@@ -285,12 +285,12 @@ class _AnsweringLine:
 ])
 def test_the_host_program_refuses_a_board_that_is_not_one(resp, data, message):
     import asyncio
-    from sim.board.host import BoardError, BoardSystem
+    from sim.board.host import BoardError, board_host
     from sim.board.run import BOARD_SPEC
     from sim.system.workload import Workload
     b = BoardParams()
     assert 2 << b.window_bits == 0x4000         # the board block's id, the first thing read
-    system = BoardSystem(_AnsweringLine(resp, data), b, Workload(BOARD_SPEC, 2, b.params),
-                         "t3")
+    system = board_host(_AnsweringLine(resp, data), b, Workload(BOARD_SPEC, 2, b.params),
+                        "t3")
     with pytest.raises(BoardError, match=message):
         asyncio.run(system.run())

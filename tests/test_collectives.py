@@ -195,7 +195,8 @@ def test_a_bad_topology_is_refused_by_name():
     with pytest.raises(ValueError, match=r"^collective direct needs a link to every GPU: "
                                          r"topology must be mesh, not 'ring'$"):
         run_config(SPEC, GPUS, "t3", collective="direct")
-    with pytest.raises(ValueError, match=r"^collective direct runs on the GPU-side engines"):
+    with pytest.raises(ValueError, match=r"^engines must be True or an EngineParams, not "
+                                         r"False$"):
         run_config(SPEC, GPUS, "sequential", topology="mesh", collective="direct",
                    engines=False)
     with pytest.raises(ValueError, match=r"^collective direct is checked bit for bit with "
@@ -210,11 +211,6 @@ def test_a_bad_topology_is_refused_by_name():
     with pytest.raises(ValueError, match=r"^collective all-reduce is checked bit for bit with "
                                          r"integer inputs"):
         run_config(SPEC, GPUS, "t3", topology="mesh", collective="all-reduce")
-    # on the ring the all-reduce needs no integer inputs (two updates per element), but the
-    # engines (its fused phase holds the all-gather)
-    with pytest.raises(ValueError, match=r"^collective all-reduce runs on the GPU-side "
-                                         r"engines \(engines=True\)$"):
-        run_config(SPEC, GPUS, "t3", collective="all-reduce", engines=False)
     big = GemmSpec(n=16 * 18, inputs="integers", **SMALL)
     with pytest.raises(ValueError, match=r"^gpus 18: collective all-reduce needs a remote "
                                          r"window per other GPU, 17, and the DMA has at most 16 "

@@ -14,8 +14,8 @@ from sim.system.run import system_params
 from sim.system.workload import GemmSpec, Workload
 from system.engine.config import MODE, STATUS, Z_CAPTURE, EngineParams, Kernel, desc_beats
 from sim.system.programs import gemm_program
-from system.engine.model import (Step, gemm_requests, pack_step, pack_wg, partial_beats,
-                                 program_beats, run_steps)
+from system.engine.model import gemm_requests, run_steps
+from system.engine.program import Step, pack_step, pack_wg, partial_beats, program_beats
 from system.engine.rtl import CUEngine
 
 

@@ -474,7 +474,7 @@ def test_the_stall_table_gives_per_gpu_waits_and_l2_hits():
 def _timeline_run(config, waits, gpus=2):
     """A run as :func:`sim.system.figure17.run_timeline` sees it: three samples 100 cycles
     apart; GPU 0's counters grow by hand-picked amounts."""
-    from sim.system.testbench import TIMELINE_REGS
+    from sim.system.host import TIMELINE_REGS
     regs = [f"{b}.{n}" for b, n in TIMELINE_REGS]
 
     def values(t):

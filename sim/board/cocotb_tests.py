@@ -10,7 +10,7 @@ import time
 import cocotb
 from cocotb.triggers import ClockCycles
 
-from sim.board.host import BoardError, BoardSystem
+from sim.board.host import BoardError, board_host
 from sim.harness.runner import tb_config
 
 
@@ -67,8 +67,8 @@ async def run_board(dut):
     dut.rst.value = 0
     await ClockCycles(dut.clk, 4)
     wl = Workload(GemmSpec(**cfg["spec"]), bparams.gpus, bparams.params, seed=cfg["seed"])
-    system = BoardSystem(CocotbLine(source, sink, bparams.divisor), bparams, wl, cfg["config"],
-                         progress=dut._log.info)
+    system = board_host(CocotbLine(source, sink, bparams.divisor), bparams, wl, cfg["config"],
+                        progress=dut._log.info)
     start = time.perf_counter()
     result = {"verified": False}
     try:

@@ -2,10 +2,10 @@
 reduce-scatter -> all-gather on the board's ring, driven over its serial port and checked bit
 for bit.
 
-It is the system testbench's own sequence (:class:`sim.system.testbench.EngineSystem`: the
+It is the system testbench's own phase script (:class:`sim.system.host.RingHost`: the
 driver's configuration, each phase's engine programs, the counters, the ring-ordered numpy
-reference) with the DUT's ports replaced by the board's registers, reached through the serial
-protocol of :mod:`hw.uart` (:mod:`hw.uart_model` is the codec):
+reference) through another transport, :class:`SerialBoard`: the board's registers, reached
+through the serial protocol of :mod:`hw.uart` (:mod:`hw.uart_model` is the codec):
 
 - each GPU's configuration port is the window at ``g << window_bits``
   (:class:`system.board.BoardCore`);
@@ -20,11 +20,11 @@ simulation runs exactly the program a PC runs.
 from hw.csr import CSR_DATA_BITS
 from hw.uart import NAK
 from hw.uart_model import answer_length, decode_answers, encode_read, encode_write
-from sim.system.testbench import EngineSystem, PortGroup
+from sim.system.host import RingHost
 from system.board import BOARD_ID, CTRL, STATUS, board_registers
 
 
-__all__ = ["SerialLine", "SerialBus", "BoardSystem", "BoardError"]
+__all__ = ["SerialLine", "SerialBus", "SerialBoard", "board_host", "BoardError"]
 
 
 class BoardError(RuntimeError):
@@ -99,8 +99,7 @@ class SerialBus:
 
 
 class _Window:
-    """GPU ``g``'s configuration port inside the board's address map, with the interface of
-    the testbench's :class:`sim.system.testbench.AxiPort`: a batch is one
+    """GPU ``g``'s configuration port inside the board's address map: a batch is one
     :meth:`SerialBus.run`, its commands sent :attr:`SerialBus.BATCH` at a time."""
 
     def __init__(self, bus, base):
@@ -113,35 +112,56 @@ class _Window:
         return await self.bus.run([("r", self.base + addr) for addr in addresses])
 
 
-class BoardSystem(EngineSystem):
-    """One configuration run (:class:`sim.system.testbench.EngineSystem`) on a board
-    (:class:`system.board.BoardCore` of ``bparams``) behind the serial ``line``.
+class _Windows:
+    """Every GPU's :class:`_Window` as the group a transport's ``cfg_ports`` gives:
+    ``write(batches)`` and ``read(batches)``, a batch per GPU, one after the other (one
+    serial line)."""
+
+    def __init__(self, windows):
+        self.windows = windows
+
+    async def write(self, batches):
+        for window, pairs in zip(self.windows, batches):
+            await window.write_words(pairs)
+
+    async def read(self, batches):
+        return [await window.read_words(addrs) for window, addrs in zip(self.windows, batches)]
+
+
+class SerialBoard:
+    """The transport of :class:`sim.system.host.RingHost` (see there) on a board
+    (:class:`system.board.BoardCore` of ``bparams``) behind the serial ``line``: the GPUs'
+    configuration ports are their windows, the engines' bulk ports, ``start`` and ``done`` the
+    board block's registers.  The board's clock is not visible from here: ``simulated_cycles``
+    is 0, the phases' cycles are the engines' own counters.
 
     ``poll_limit``: reads of ``status`` a phase may take before it is declared stuck (by
-    default as many as fit the testbench's cycle limit of a phase: a read is ten bytes on the
+    default as many as fit the host's cycle limit of a phase: a read is ten bytes on the
     line, 100 bit times)."""
 
-    def __init__(self, line, bparams, wl, config, progress=None, poll_limit=None):
+    simulated_cycles = out_of_reset = 0
+
+    def __init__(self, line, bparams, poll_limit=None):
         self.bparams = bparams
         self.bus = SerialBus(line)
         self.board = board_registers(bparams)
         self.board_base = bparams.gpus << bparams.window_bits
         self.poll_limit = poll_limit
-        super().__init__(None, bparams.params, bparams.nparams, bparams.engine, wl, config,
-                         progress)
-        self.bandwidth = (bparams.link_num, bparams.link_den)
-        if poll_limit is None:
-            self.poll_limit = self.limit // (100 * bparams.divisor) + 10
 
-    # --- the DUT's ports, as registers -------------------------------------------------------
+    def cfg_ports(self, gpus):
+        self.gpus = gpus
+        return _Windows([_Window(self.bus, g << self.bparams.window_bits)
+                         for g in range(gpus)])
 
-    def cfg_ports(self, dut):
-        return PortGroup([_Window(self.bus, g << self.bparams.window_bits)
-                          for g in range(self.gpus)], parallel=False)     # one serial line
+    def ring_counters(self, names):
+        return None
 
-    @property
-    def simulated_cycles(self):
-        return 0                                # the board's cycles are its engines' counters
+    def report(self):
+        return {"serial_commands": self.bus.commands}
+
+    async def sleep(self, cycles):
+        raise NotImplementedError("the board's timeline is not sampled (its clock is not "
+                                  "visible over the serial line)")
 
     def _board(self, name, value):
         return [("w", self.board_base + 4 * a, word)
@@ -201,18 +221,19 @@ class BoardSystem(EngineSystem):
             raise BoardError("the board latched status.bad_gpu: a bulk access named a GPU "
                              "beyond its ring")
 
-    async def start_and_wait(self, name):
+    async def start_and_wait(self, name, limit):
+        polls = self.poll_limit or limit // (100 * self.bparams.divisor) + 10
         await self.bus.write(self._board_addr("ctrl"), CTRL.encode(start=1))
-        for _ in range(self.poll_limit):
+        for _ in range(polls):
             if STATUS.decode(await self.bus.read(self._board_addr("status")))["done"]:
-                return
-        now = await self.snapshot()
-        state = {g: {k: v for k, v in snap.items() if v} for g, snap in enumerate(now)}
-        raise AssertionError(f"phase {name}: not finished after {self.poll_limit} polls of "
-                             f"status; counters {state}")
+                return None
+        return f"{polls} polls of status"
 
-    def results(self):
-        out = super().results()
-        out["serial_commands"] = self.bus.commands
-        return out
 
+def board_host(line, bparams, wl, config, progress=None, poll_limit=None):
+    """The host (:class:`sim.system.host.RingHost`) of one configuration run of ``wl`` on
+    the board of ``bparams`` behind the serial ``line``."""
+    host = RingHost(SerialBoard(line, bparams, poll_limit), bparams.params, bparams.nparams,
+                    bparams.engine, wl, config, progress)
+    host.bandwidth = (bparams.link_num, bparams.link_den)
+    return host

@@ -59,7 +59,7 @@ def simulate_board(spec=BOARD_SPEC, config="t3", *, bparams=None, sim=None, seed
 
 def run_on_board(port, spec=BOARD_SPEC, config="t3", *, bparams=None, seed=1, progress=None):
     """The host program against a board on serial ``port``; returns the result dict."""
-    from sim.board.host import BoardSystem, SerialLine
+    from sim.board.host import SerialLine, board_host
     from sim.system.workload import Workload
     from system.board import BoardParams
     bparams = bparams or BoardParams()
@@ -67,7 +67,7 @@ def run_on_board(port, spec=BOARD_SPEC, config="t3", *, bparams=None, seed=1, pr
     line = SerialLine(port, bparams.baud)
     try:
         wl = Workload(spec, bparams.gpus, bparams.params, seed=seed)
-        system = BoardSystem(line, bparams, wl, config, progress=progress)
+        system = board_host(line, bparams, wl, config, progress=progress)
         verified = asyncio.run(system.run())
         return dict(system.results(), verified=verified)
     finally:

@@ -1,5 +1,5 @@
-"""The engines' programs the host writes for a workload (:mod:`system.engine.model` has their
-format and the engine's golden model):
+"""The engines' programs the host writes for a workload (their format:
+:mod:`system.engine.program`):
 
 * :func:`gemm_program`: one WG descriptor per workgroup of a GPU's schedule, with T3's flags
   for each collective, and the GEMM registers of the CU throughput model;
@@ -11,7 +11,7 @@ format and the engine's golden model):
 """
 
 from system.engine.config import Z_CAPTURE
-from system.engine.model import GemmProgram, Step, WGDesc
+from system.engine.program import GemmProgram, Step, WGDesc
 
 
 __all__ = ["gemm_program", "SLICE_BEATS", "slices", "rs_steps", "direct_slot",
@@ -19,7 +19,7 @@ __all__ = ["gemm_program", "SLICE_BEATS", "slices", "rs_steps", "direct_slot",
 
 
 def gemm_program(wl, g, layout, mode, remote_space, free=False):
-    """GPU ``g``'s GEMM as :class:`sim.system.kernels.GemmKernel` runs it: ``mode`` ``"t3"``
+    """GPU ``g``'s GEMM, its WG descriptors in launch order: ``mode`` ``"t3"``
     (step-1 tiles as remote updates, steps 2..G-1 tracked updates, its own chunk an untracked
     update), ``"ring-all-reduce"`` (the same, every update tracked: the all-gather by track
     and trigger follows, :func:`sim.system.configure.configure_fused`), ``"direct"`` (a fully connected topology's direct reduce-scatter, paper section
@@ -68,7 +68,7 @@ def gemm_program(wl, g, layout, mode, remote_space, free=False):
 
 
 #: Beats of one slice of a baseline ring step.  Like NCCL's ring, which pipelines every step
-#: through slices of its ring buffers, the CU kernels forward a step slice by slice: slice
+#: through slices of its ring buffers, the engines' step programs forward a step slice by slice: slice
 #: ``i`` of step ``j`` waits only for slice ``i`` of what the neighbour sent in step ``j - 1``,
 #: not for its whole chunk.  A slice ends with a drain (its last access's round trip, tens of
 #: cycles); 32 beats (1 KiB) take about 850 cycles on the scaled link.
@@ -81,7 +81,7 @@ def slices(chunk_beats, slice_beats=SLICE_BEATS):
 
 
 def rs_steps(wl, g, layout, remote_space, slice_beats=SLICE_BEATS):
-    """The baseline's reduce-scatter on GPU ``g``'s CUs (:class:`sim.system.kernels.RSKernel`):
+    """The baseline's reduce-scatter on GPU ``g``'s CUs (the engine's step program):
     step ``j`` = 1..G reads its partial of chunk ``g + j`` (and from ``j = 2`` the sum received
     in slot ``j - 1``), and stores the sum into GPU ``g - 1``'s slot ``j`` through the remote
     window, the last one into its own chunk; slice by slice (:data:`SLICE_BEATS`), a slice of
@@ -158,7 +158,7 @@ def direct_rs_steps(wl, g, layout, remote_space, slice_beats=SLICE_BEATS):
 
 
 def ag_steps(wl, g, layout, remote_space, slice_beats=SLICE_BEATS):
-    """The all-gather on GPU ``g``'s CUs (:class:`sim.system.kernels.AGKernel`): step ``j`` =
+    """The all-gather on GPU ``g``'s CUs (the engine's step program): step ``j`` =
     1..G-1 copies chunk ``g + j - 1`` into GPU ``g - 1``'s output through the remote window,
     slice by slice, a slice of step ``j >= 2`` once the same slice has arrived."""
     beat = wl.params.beat_bytes

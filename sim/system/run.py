@@ -21,7 +21,7 @@ from sim.system.workload import LINK_BANDWIDTH, LINK_CHARGES_HEADERS, SCALE, Wor
 
 __all__ = ["system_params", "node_params", "gpu_bits_for", "check_wave", "engine_params_for",
            "paper_memory_rows", "run_config", "check_config", "describe_scale",
-           "ring_build", "idle_rate", "ENGINE_PARAMS", "CXX_OPT", "CXX_OPT_PYTHON",
+           "ring_build", "idle_rate", "ENGINE_PARAMS", "CXX_OPT",
            "LINK_LATENCY", "FORMATS", "run_formats", "MEMORY_ROWS", "memory_rows_for", "PAPER_MEMORY_ROWS",
            "PAPER_ENGINE", "preset_setup", "PAPER_L2", "PAPER_L2_BYTES", "L2_HIT_FRACTION",
            "L2_HIT_LATENCY", "L2_BANK_CYCLES", "SYSTEM_L2_CONFIG", "paper_l2_config"]
@@ -50,13 +50,11 @@ def run_formats(spec):
 #: (partials and read-back), eight WGs in flight at most, steps of up to 512 beats.
 ENGINE_PARAMS = EngineParams(local_beats=4096, slots=8, buffer_beats=512, pending=256)
 
-#: The Verilator model's C++ optimisation for the rings with engines (``T3_CXX_OPT``
-#: overrides it, one word): at ``-O2`` the 4-GPU ring ran about 4.5 times faster than at
-#: ``-O0`` (``docs/system.md``); ``-O3`` runs the idle ring 3 % faster again (74,900 against
-#: 72,400 cycles/s) in the same build time (44 s).  The rings driven by the Python kernels
-#: are built at :data:`CXX_OPT_PYTHON`: there Python sets the pace.
+#: The Verilator model's C++ optimisation for the rings (``T3_CXX_OPT`` overrides it, one
+#: word): at ``-O2`` the 4-GPU ring ran about 4.5 times faster than at ``-O0``
+#: (``docs/system.md``); ``-O3`` runs the idle ring 3 % faster again (74,900 against 72,400
+#: cycles/s) in the same build time (44 s).
 CXX_OPT = os.environ.get("T3_CXX_OPT") or "-O3"
-CXX_OPT_PYTHON = "-O0"
 
 #: HBM rows per bank of the system's nodes (128 KiB per GPU) up to 8 GPUs; beyond, as many
 #: times more as the ring is times 8 GPUs, rounded up to a power of two
@@ -226,9 +224,6 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
     if config not in CONFIGS + (ISOLATED_RS,):
         raise ValueError(f"config must be one of {CONFIGS}, not {config!r}")
     check_int("gpus", gpus, 2, MAX_GPUS)
-    if eparams is None and nparams.l2 is not None:
-        raise ValueError("engines=False: the CU kernels in Python do not flush the L2 at a "
-                         "kernel's end; run nodes with an L2 (NodeParams.l2) on the engines")
     wl = Workload(spec, gpus, params)
     if order_free(collective, topology) and not wl.order_free():
         raise ValueError(f"collective {collective}: the partials' sums pass {spec.dtype}'s exact "
@@ -255,7 +250,7 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
         from sim.system.driver import REMOTE_SPACE
         from system.engine.config import desc_beats, engine_registers
         from sim.system.programs import gemm_program
-        from system.engine.model import pack_wg
+        from system.engine.program import pack_wg
         regs = engine_registers(params, eparams)
         mode = engine_mode(config, collective, topology)
         # the engine's data memory holds the partial output and, after it, the read-back (of
@@ -384,7 +379,7 @@ def read_back_slots(config, collective, topology, gpus):
     return 0
 
 
-def check_topology(topology, linklayer=False, collective="ring", spec=None, engines=True):
+def check_topology(topology, linklayer=False, collective="ring", spec=None):
     """Refuse a topology or collective the system does not build or run, naming the field
     (``linklayer``: whether the nodes have a link layer)."""
     from system.ring import TOPOLOGIES
@@ -398,9 +393,6 @@ def check_topology(topology, linklayer=False, collective="ring", spec=None, engi
     if collective in MESH_COLLECTIVES and topology != "mesh":
         raise ValueError(f"collective {collective} needs a link to every GPU: topology "
                          f"must be mesh, not {topology!r}")
-    if collective != "ring" and not engines:
-        raise ValueError(f"collective {collective} runs on the GPU-side engines "
-                         f"(engines=True)")
     if order_free(collective, topology) and spec is not None and spec.inputs != "integers":
         # each owner adds its peers' updates in the order they arrive, which the reference
         # cannot know: a floating-point sum depends on it, an exact one not
@@ -462,11 +454,9 @@ def with_linklayer(nparams, linklayer):
     return dataclasses.replace(nparams, linklayer=ll)
 
 
-def check_reset(reset_gpu, gpus, config, engines):
+def check_reset(reset_gpu, gpus, config):
     """Refuse a GPU reset the run cannot inject, naming the field."""
     from sim.system.configure import CONFIGS
-    if not engines:
-        raise ValueError("reset_gpu: the ring of the GPU-side engines only (engines=True)")
     if not isinstance(reset_gpu, dict) or set(reset_gpu) - {"gpu", "phase", "at"}:
         raise ValueError(f"reset_gpu must be {{'gpu': g, 'phase': name, 'at': cycles}}, not "
                          f"{reset_gpu!r}")
@@ -520,14 +510,11 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                reset_gpu=None, recover=False, topology="ring", collective="ring"):
     """Run ``config`` on a ring of ``gpus``; returns the result dict of
     :func:`sim.system.testbench.run_system`.  ``progress(line)`` sees the testbench's progress
-    lines.  ``engines``: the GPUs' traffic comes from the GPU-side engines in the ring's RTL
+    lines.  ``engines``: the GPU-side engines in the ring's RTL that make the GPUs' traffic
     (``True``: :func:`engine_params_for` the ring, :data:`ENGINE_PARAMS` up to 16 GPUs; or an
-    :class:`EngineParams`); ``False``: from the CU
-    kernels in Python, stepped every cycle (the reference, about 30 times slower).
-    ``cxx_opt``: the Verilator model's C++ optimisation (default :data:`CXX_OPT` with the
-    engines, :data:`CXX_OPT_PYTHON` without).  ``timeline``: sample every GPU's timeline
-    counters every that many cycles (``result["timeline"]``, :mod:`sim.system.timeline`);
-    with the engines only.  ``mcq_depth``: the memory controller queue's entries (default
+    :class:`EngineParams`).  ``cxx_opt``: the Verilator model's C++ optimisation (default
+    :data:`CXX_OPT`).  ``timeline``: sample every GPU's timeline counters every that many
+    cycles (``result["timeline"]``, :mod:`sim.system.timeline`).  ``mcq_depth``: the memory controller queue's entries (default
     the node's).  ``l2``: an :class:`l2.config.L2Params`: every node has an L2 of that
     geometry (the GEMM's inputs cached; :func:`sim.system.configure.allocate`), programmed
     with ``l2_config`` (an :class:`l2.config.L2Config`; default :data:`SYSTEM_L2_CONFIG`).
@@ -546,7 +533,7 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     (:class:`system.link.LinkFaults`; ``result["faults"]`` counts them).  ``reset_gpu``:
     ``{"gpu": g, "phase": name, "at": cycles}``, GPU ``g`` alone held in reset for four cycles
     that many cycles into phase ``name`` (a GPU that fails on its own): the host finds it at
-    the phase's timeout and the run ends in :class:`sim.system.testbench.GPUReset` ("GPU g was
+    the phase's timeout and the run ends in :class:`sim.system.host.GPUReset` ("GPU g was
     reset while the ring ran"), or with ``recover`` the whole ring is reset and the job run
     again after every output buffer is zeroed (``result["recovered"]`` says why).
     ``topology``: ``"ring"`` or ``"mesh"`` (every GPU linked to every other,
@@ -566,17 +553,17 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                                                 run_formats(spec))
     nparams = with_linklayer(nparams, linklayer)
     fault_ports = check_faults(faults, nparams) if faults else None
-    check_topology(topology, nparams.linklayer is not None, collective, spec, engines)
+    eparams = engine_params_for(gpus) if engines is True else engines
+    if not isinstance(eparams, EngineParams):
+        raise ValueError(f"engines must be True or an EngineParams, not {engines!r}")
+    check_topology(topology, nparams.linklayer is not None, collective, spec)
     nparams = for_collective(nparams, gpus, collective, topology)
     if reset_gpu is not None:
-        check_reset(reset_gpu, gpus, config, engines)
-    eparams = engine_params_for(gpus) if engines is True else (engines or None)
+        check_reset(reset_gpu, gpus, config)
     check_config(spec, gpus, config, params, nparams, eparams, l2_config, topology, collective)
     wave_format = check_wave(wave, sim, wave_scope, gpus)
     if timeline is not None:
         check_int("timeline", timeline, 50, 1 << 20, note="the sampling period in cycles")
-        if eparams is None:
-            raise ValueError("timeline needs the GPU-side engines (engines=True)")
     build_dir = Path(build_dir or tempfile.mkdtemp(prefix=f"t3_system_{config}_"))
     build_dir.mkdir(parents=True, exist_ok=True)
     progress_file = build_dir / "progress.txt"
@@ -585,13 +572,13 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                    "spec": spec.__dict__, "config": config, "seed": seed,
                    "progress": str(progress_file), "timeline": timeline,
                    "bandwidth": list(bandwidth), "charge_headers": bool(charge_headers),
-                   "engines": eparams.to_dict() if eparams else None,
+                   "engines": eparams.to_dict(),
                    "l2_config": dataclasses.asdict(l2_config) if l2_config else None,
                    "faults": list(fault_ports) if fault_ports else None,
                    "reset_gpu": reset_gpu, "recover": bool(recover), "topology": topology,
                    "collective": collective}
     top, make, key = ring_build(gpus, sim, memory_rows=memory_rows, latency=latency,
-                                bandwidth=bandwidth, engines=eparams or False,
+                                bandwidth=bandwidth, engines=eparams,
                                 mcq_depth=mcq_depth, geometry=(params, nparams),
                                 charge_headers=charge_headers, faults=bool(fault_ports),
                                 topology=topology)
@@ -612,7 +599,7 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
         result = run_for_result(make, top, tb.__name__, "run_system",
                                 config_json, sim, build_dir, waves=bool(wave),
                                 wave_format=wave_format, wave_scope=wave_scope, cache_key=key,
-                                cxx_opt=cxx_opt or (CXX_OPT if eparams else CXX_OPT_PYTHON))
+                                cxx_opt=cxx_opt or CXX_OPT)
     finally:
         stop.set()
         if watcher is not None:
