@@ -201,9 +201,9 @@ class DMAEngine(wiring.Component):
         stride = Signal(A + 2 * dp.dim_bits)
         seg_beats = Signal(16 + dp.dim_bits)
         tile_beats = Signal(32 + dp.dim_bits)
-        span = Signal(A + 2 * dp.dim_bits + 2)
         size = Signal(A + 2 * dp.dim_bits + 2)
         offset = Signal(A + 1)      # cur.addr - src_base, bit A set when negative
+        end = Signal(A + 2 * dp.dim_bits + 3)   # offset + the tile's span in bytes
         granularity = Signal(8)
 
         pend_depth = n * G
@@ -265,7 +265,11 @@ class DMAEngine(wiring.Component):
                     stride.eq(c_stride),
                     seg_beats.eq((c_trows << eshift) >> boff),
                     tile_beats.eq(((c_trows << eshift) >> boff) * c_tcols),
-                    span.eq(c_tcols_m1 * c_stride + (c_trows << eshift)),
+                    # the tile's end within the command's buffer, summed here so that
+                    # CHECK compares two registers: the sum there, into the dispatch's
+                    # decision, was the node's longest path (12.6 ns)
+                    end.eq((cur.addr - c_src)[:A + 1] +
+                           c_tcols_m1 * c_stride + (c_trows << eshift)),
                     size.eq((c_ld * c_cols) << eshift),
                     offset.eq(cur.addr - c_src),
                     granularity.eq(Mux(mode("granularity") == 0, 1, mode("granularity"))),
@@ -278,7 +282,7 @@ class DMAEngine(wiring.Component):
                     bad_cmd = ~c_exists | ~mode("valid") | (granularity > G) | \
                         ~mode("op").matches(Op.STORE, Op.UPDATE) | (c_tcols == 0) | \
                         (seg_beats == 0) | (tile_beats[dp.len_bits:] != 0)
-                    bad_range = (cur.addr[:boff] != 0) | offset[A] | (offset + span > size)
+                    bad_range = (cur.addr[:boff] != 0) | offset[A] | (end > size)
                     with m.If(bad_cmd):
                         m.d.comb += ev["no_command"].eq(1)
                         m.next = "TAKE"
