@@ -186,6 +186,10 @@ class DMAEngine(wiring.Component):
         c_exists = Signal()
         c_mode = Signal(MODE.layout)
         c_src, c_dst = Signal(A, name="c_src"), Signal(A, name="c_dst")
+        # dst_base - src_base (mod 2**A), from LOAD: a job's destination is its source plus
+        # this, one sum (the difference and the sum after the pending store's read were the
+        # DMA's longest path, into the job register)
+        c_shift = Signal(A, name="c_shift")
         c_cols, c_ld = Signal(dp.dim_bits, name="c_cols"), Signal(dp.dim_bits, name="c_ld")
         c_trows, c_tcols = Signal(dp.dim_bits, name="c_trows"), Signal(dp.dim_bits, name="c_tcols")
         # taken with the command, so that LOAD's multiplies start from registers: the tile's
@@ -225,7 +229,7 @@ class DMAEngine(wiring.Component):
                 job_src.eq(t.addr),
                 job.dst_gpu.eq(mode("dst_gpu")),
                 job.src_gpu.eq(gpu_id),
-                job.addr.eq(c_dst + (t.addr - c_src)),
+                job.addr.eq(t.addr + c_shift),
                 job.op.eq(mode("op")),
                 job.etype.eq(mode("etype")),
                 job.source.eq(Source.DMA),
@@ -272,6 +276,7 @@ class DMAEngine(wiring.Component):
                            c_tcols_m1 * c_stride + (c_trows << eshift)),
                     size.eq((c_ld * c_cols) << eshift),
                     offset.eq(cur.addr - c_src),
+                    c_shift.eq(c_dst - c_src),
                     granularity.eq(Mux(mode("granularity") == 0, 1, mode("granularity"))),
                 ]
                 m.next = "CHECK"
