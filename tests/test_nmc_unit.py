@@ -140,9 +140,9 @@ def test_consecutive_beats_take_turns_among_the_bank_groups(op):
 def test_timing_does_not_depend_on_when_the_traffic_starts(lead):
     """The same commands after ``lead`` idle cycles (longer than any timer's range for the
     largest) keep every delay: ACT→READ is RCD, the conflict's PRE/ACT/READ, CL to each
-    response.  The timing used to be kept as 32-bit cycle stamps, which wrap (started near
-    2**32 a READ to a closed bank issued after 1 cycle instead of RCD); now each constraint
-    is a down-counter that rests at zero."""
+    response.  Each constraint is a down-counter that rests at zero; cycle stamps would wrap
+    (32-bit stamps started near 2**32 would let a READ to a closed bank issue after 1 cycle
+    instead of RCD)."""
     b0, b1 = beat_of(1, 2, 0), beat_of(1, 2, 1)
     commands = [command(b0, Op.READ), command(beat_of(1, 2, 0, 1), Op.UPDATE),
                 command(b1, Op.READ)]
