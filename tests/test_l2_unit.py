@@ -289,7 +289,7 @@ def test_a_window_written_in_the_cycle_a_request_is_taken_is_refused():
     async def bench(ctx):
         for name, value in config_values(P, lp, L2Config(windows=(WINDOW,))).items():
             await reg_write(ctx, dut.csr, dut.regs, name, value)
-        while ctx.get(dut.regs.rw("win0_size")) == 0 or not ctx.get(dut.i.ready):
+        while ctx.get(dut.regfile.rw("win0_size")) == 0 or not ctx.get(dut.i.ready):
             await ctx.tick()
         ctx.set(dut.o.ready, 1)
         ctx.set(dut.mem.ready, 1)
