@@ -8,13 +8,15 @@ import dataclasses
 
 import numpy as np
 
-from hw.interfaces import ElemType, Op, Source, Stream
+from hw.interfaces import ElemType, Op, Packer, Source, Stream
 from nmc.model import alu_reference, lane_dtype
-from .config import STATUS, Command, DMAParams, RemoteWindow, Status, remote_windows
+from .config import (HEADER_CHECK_BITS, STATUS, Command, DMAParams, RemoteWindow, Status,
+                     header_check, header_layout, remote_windows)
 
 
 __all__ = ["Packet", "DMAModel", "tile_beat_addresses", "packet_addresses", "apply_requests",
-           "expected_image", "check_dma_run", "frames_to_packets", "packet_to_frame"]
+           "expected_image", "check_dma_run", "frames_to_packets", "packet_to_frame",
+           "depacketize"]
 
 
 @dataclasses.dataclass
@@ -202,6 +204,74 @@ class DMAModel:
             self.counters["packets_received"] += 1
             self.counters["beats_received"] += len(out)
         return out
+
+
+def depacketize(params, dparams: DMAParams, beats, gpu_id, rx_window=None):
+    """The receive side beat by beat (:class:`dma.depacketizer.Depacketizer`): what the link
+    beats ``[(tdata, tkeep, tuser, tlast), ...]`` become, whatever their framing.
+
+    Returns ``(requests, events, open)``: the memory requests written (dicts of
+    :func:`hw.interfaces.mem_request_layout`), for each beat the set of event names it raises
+    (``rx_framing``, ``rx_check``, ``rx_wrong_gpu``, ``rx_window``, ``packet``), and whether
+    a packet is still incomplete after the last beat.  ``rx_window`` is ``(base, size)`` in
+    bytes (every address by default).  Independent of timing: backpressure only delays.
+    """
+    width = header_layout(params, dparams).size
+    fields = Packer(header_layout(params, dparams))
+    base, size = rx_window or (0, (1 << params.addr_bits) - 1)
+    top = 1 << params.addr_bits
+    state, header, addrs, i = "HEADER", None, [], 0
+    requests, events = [], []
+    for tdata, tkeep, tuser, tlast in beats:
+        ev = set()
+        if state == "HEADER" or tuser:
+            if state == "PAYLOAD":
+                ev.add("rx_framing")                # the packet this header cut short
+            word = tdata & ((1 << width) - 1)
+            h = fields.unpack(word)
+            check = (tdata >> width) & ((1 << HEADER_CHECK_BITS) - 1)
+            if not tuser or tlast or h["beats"] == 0 or h["seg_beats"] == 0:
+                ev.add("rx_framing")
+                state = "HEADER" if tlast else "DROP"
+            elif check != header_check(word, width):
+                ev.add("rx_check")
+                state = "HEADER" if tlast else "DROP"
+            elif h["dst_gpu"] != gpu_id:
+                ev.add("rx_wrong_gpu")
+                state = "DROP"
+            else:
+                ev.add("packet")
+                header, i, state = h, 0, "PAYLOAD"
+                # every address the header names, whole: past the space they are refused
+                addrs = [header["addr"] + (k // header["seg_beats"]) * header["stride"] +
+                         (k % header["seg_beats"]) * params.beat_bytes
+                         for k in range(header["beats"])]
+        elif state == "DROP":
+            if tlast:
+                state = "HEADER"
+        elif addrs[i] >= top:           # past the address space: never wrapped to 0
+            ev.add("rx_framing")
+            state = "HEADER" if tlast else "DROP"
+        else:
+            if base <= addrs[i] < base + size:
+                requests.append({
+                    "addr": addrs[i], "data": tdata, "mask": tkeep, "op": header["op"],
+                    "stream": Stream.COMM.value, "source": header["source"],
+                    "wg_id": header["wg_id"], "wf_id": header["wf_id"],
+                    "tracked": header["tracked"], "etype": header["etype"], "tag": 0})
+            else:
+                ev.add("rx_window")
+            last = i == header["beats"] - 1
+            i += 1
+            if tlast:
+                if not last:
+                    ev.add("rx_framing")            # shorter than its header says
+                state = "HEADER"
+            elif last:
+                ev.add("rx_framing")                # longer than its header says
+                state = "DROP"
+        events.append(ev)
+    return requests, events, state == "PAYLOAD"
 
 
 def packet_to_frame(params, packet, header_packer):

@@ -11,8 +11,8 @@ from hw.interfaces import (ElemType, Op, Source, Stream, link_signature, mem_req
                            popcount, request_signature, response_signature, trigger_layout)
 from hw.params import T3Params
 from hw.pipeline import SkidBuffer, WriteAheadFIFO
-from .config import (HEADER_CHECK_BITS, HEADER_CHECK_SEED, MODE, DMAParams, dma_registers,
-                     header_layout, remote_register, window_layout)
+from .config import MODE, DMAParams, dma_registers, header_layout, remote_register, window_layout
+from .depacketizer import RX_EVENTS, Depacketizer, header_check_of
 
 
 __all__ = ["DMAEngine", "COUNTER_BITS", "FIRST_BEAT_LATENCY"]
@@ -108,8 +108,8 @@ class DMAEngine(wiring.Component):
         self.rd_v = Signal(name="rd_v")
         self.data_q = SyncFIFOBuffered(width=params.beat_bits, depth=dparams.buffer_beats)
         self.exp_tag = Signal(max(1, params.tag_bits), name="exp_tag")
-        #: the slice received beats wait in for the memory arbiter
-        self.rx_slice = SkidBuffer(mem_request_layout(params))
+        #: the receive side (its slice, ``depacketizer.slice``, is state the proofs read)
+        self.depacketizer = Depacketizer(params, dparams)
         super().__init__({
             "trig":   In(stream.Signature(self.trig_layout)),
             "remote": In(request_signature(params)),
@@ -514,10 +514,7 @@ class DMAEngine(wiring.Component):
         H = self.hdr_layout.as_shape().width
 
         def check(value):       # dma.config.header_check
-            out = HEADER_CHECK_SEED
-            for k in range(0, H, HEADER_CHECK_BITS):
-                out = out ^ value[k:min(k + HEADER_CHECK_BITS, H)]
-            return out
+            return header_check_of(value, H)
 
         hdr_head = data.View(self.hdr_layout, hdr_q.r_data)
         run_head = data.View(self.hdr_layout, run_q.r_data)
@@ -581,133 +578,26 @@ class DMAEngine(wiring.Component):
                     with m.If(tx_last):
                         m.next = "IDLE"
 
-        # --- depacketizer --------------------------------------------------------------------
-        rx = self.rx
-        rx_head = data.View(self.hdr_layout, rx.tdata[:self.hdr_layout.as_shape().width])
-        # received beats wait in a two-entry slice for the memory arbiter: its decision does
-        # not reach rx.tready, nor the enable of the beats' registers, in the same cycle (on
-        # an FPGA that path crossed the node from the arbiter to the link: 16.3 ns)
-        m.submodules.rxq = rxq_slice = self.rx_slice
-        rxq_v, rxq = rxq_slice.o.valid, rxq_slice.o.payload
-        rxq_taken = Signal()
-        rx_free = rxq_slice.i.ready
-        m.d.comb += rxq_slice.o.ready.eq(rxq_taken)
-        rx_base = regs.rw("rx_base")
+        # --- depacketizer: rx -> received beats (dma.depacketizer) ------------------------------
+        m.submodules.depacketizer = dep = self.depacketizer
+        wiring.connect(m, wiring.flipped(self.rx), dep.rx)
         # the window's end a register, kept from the registers' next values as the remote
-        # windows' are: two compares in parallel, not a difference and a compare (that was
-        # the DMA's longest path, 11.0 ns, into the error count and the beats' queue)
+        # windows' are (the depacketizer compares the beat's address with both in parallel)
         rx_end = Signal(A + 1, name="rx_end")
         m.d.sync += rx_end.eq(regs.rw_next(m, "rx_base") + regs.rw_next(m, "rx_size"))
-        rx_hdr = Signal(self.hdr_layout)
-        rx_addr = Signal(A, name="rx_addr")
-        rx_in_seg = Signal(dp.len_bits, name="rx_in_seg")
-        rx_left = Signal(dp.len_bits, name="rx_left")
-        # kept a beat ahead, as the address generator's: rx_seg_end is rx_in_seg + 1 ==
-        # seg_beats, rx_last is rx_left == 1, rx_seg_next is the next segment's address with its
-        # carry (past the address space)
-        rx_seg_end, rx_last = Signal(name="rx_seg_end"), Signal(name="rx_last")
-        rx_seg_next = Signal(A + 1, name="rx_seg_next")
-        rx_past = Signal()          # the next beat's address is past the address space
-        rx_hs = Signal()
-        m.d.comb += rx_hs.eq(rx.tvalid & rx.tready)
-
-        # A header beat (tuser) where payload was due ends the packet it cut short (what arrived
-        # of that packet was written where its header said; status.rx_framing) and is taken as
-        # the next header, so a truncated packet never moves the next packet's payload; a
-        # header beat while dropping ends the drop the same way.
-        def take_header(cut):
-            m.d.comb += rx.tready.eq(1)
-            with m.If(rx_hs):
-                bad_frame = ~rx.tuser | rx.tlast | (rx_head.beats == 0) | \
-                    (rx_head.seg_beats == 0)
-                bad_check = rx.tdata[H:H + HEADER_CHECK_BITS] != check(rx.tdata[:H])
-                with m.If(bad_frame):
-                    m.d.comb += ev["rx_framing"].eq(1)
-                    with m.If(rx.tlast):
-                        m.next = "HEADER"
-                    with m.Else():
-                        m.next = "DROP"
-                with m.Elif(bad_check):
-                    m.d.comb += ev["rx_check"].eq(1)
-                    with m.If(rx.tlast):
-                        m.next = "HEADER"
-                    with m.Else():
-                        m.next = "DROP"
-                with m.Elif(rx_head.dst_gpu != gpu_id):
-                    m.d.comb += ev["rx_wrong_gpu"].eq(1)
-                    m.next = "DROP"
-                with m.Else():
-                    m.d.sync += [
-                        rx_hdr.eq(rx_head), rx_addr.eq(rx_head.addr),
-                        rx_in_seg.eq(0),
-                        rx_left.eq(rx_head.beats), rx_past.eq(0),
-                        rx_seg_end.eq(rx_head.seg_beats == 1), rx_last.eq(rx_head.beats == 1),
-                        rx_seg_next.eq(rx_head.addr + rx_head.stride),
-                    ]
-                    m.d.comb += inc["packets_received"].eq(1)
-                    m.next = "PAYLOAD"
-                if cut:
-                    m.d.comb += ev["rx_framing"].eq(1)      # the packet it cut short
-
-        with m.FSM(name="depacketize") as depacketize:
-            m.d.comb += rx_open.eq(depacketize.ongoing("PAYLOAD"))
-            with m.State("HEADER"):
-                take_header(cut=False)
-            with m.State("PAYLOAD"):
-                with m.If(rx.tvalid & rx.tuser):
-                    take_header(cut=True)
-                with m.Else():
-                    m.d.comb += rx.tready.eq(rx_free)
-                with m.If(rx_hs & ~rx.tuser & rx_past):
-                    # the header's range runs past the end of the address space: the beats
-                    # from there on are dropped, never wrapped around to address 0
-                    m.d.comb += ev["rx_framing"].eq(1)
-                    with m.If(rx.tlast):
-                        m.next = "HEADER"
-                    with m.Else():
-                        m.next = "DROP"
-                # the rx window: a beat addressed outside it is not written
-                in_window = Signal()
-                m.d.comb += in_window.eq((rx_addr >= rx_base) & (rx_addr < rx_end))
-                with m.If(rx_hs & ~rx.tuser & ~rx_past & ~in_window):
-                    m.d.comb += ev["rx_window"].eq(1)
-                beat_in = rxq_slice.i.payload
-                m.d.comb += [
-                    beat_in.addr.eq(rx_addr), beat_in.data.eq(rx.tdata),
-                    beat_in.mask.eq(rx.tkeep), beat_in.op.eq(rx_hdr.op),
-                    beat_in.stream.eq(Stream.COMM), beat_in.source.eq(rx_hdr.source),
-                    beat_in.wg_id.eq(rx_hdr.wg_id), beat_in.wf_id.eq(rx_hdr.wf_id),
-                    beat_in.tracked.eq(rx_hdr.tracked), beat_in.etype.eq(rx_hdr.etype),
-                    beat_in.tag.eq(0),
-                    rxq_slice.i.valid.eq(rx.tvalid & ~rx.tuser & ~rx_past & in_window),
-                ]
-                with m.If(rx_hs & ~rx.tuser & ~rx_past):
-                    m.d.sync += [rx_left.eq(rx_left - 1), rx_last.eq(rx_left == 2)]
-                    with m.If(rx_seg_end):
-                        m.d.sync += [rx_in_seg.eq(0),
-                                     rx_addr.eq(rx_seg_next), rx_past.eq(rx_seg_next[A]),
-                                     rx_seg_next.eq(rx_seg_next[:A] + rx_hdr.stride),
-                                     rx_seg_end.eq(rx_hdr.seg_beats == 1)]
-                    with m.Else():
-                        m.d.sync += [rx_in_seg.eq(rx_in_seg + 1), rx_addr.eq(rx_addr + beat),
-                                     rx_past.eq((rx_addr + beat)[A]),
-                                     rx_seg_end.eq(rx_in_seg + 2 == rx_hdr.seg_beats)]
-                    with m.If(rx.tlast & ~rx_last):
-                        # a short packet: what arrived is written where the header said;
-                        # the rest is never invented
-                        m.d.comb += ev["rx_framing"].eq(1)
-                    with m.If(rx.tlast):
-                        m.next = "HEADER"
-                    with m.Elif(rx_last):
-                        m.d.comb += ev["rx_framing"].eq(1)   # longer than its header says
-                        m.next = "DROP"
-            with m.State("DROP"):
-                with m.If(rx.tvalid & rx.tuser):
-                    take_header(cut=False)
-                with m.Else():
-                    m.d.comb += rx.tready.eq(1)
-                    with m.If(rx_hs & rx.tlast):
-                        m.next = "HEADER"
+        m.d.comb += [
+            dep.gpu_id.eq(gpu_id), dep.rx_base.eq(regs.rw("rx_base")), dep.rx_end.eq(rx_end),
+            *(ev[k].eq(dep.events[k]) for k in RX_EVENTS),
+            inc["packets_received"].eq(dep.events.packet),
+            rx_open.eq(dep.open),
+        ]
+        # received beats wait in the depacketizer's two-entry slice for the memory arbiter:
+        # its decision does not reach rx.tready, nor the enable of the beats' registers, in the
+        # same cycle (on an FPGA that path crossed the node from the arbiter to the link:
+        # 16.3 ns)
+        rxq_v, rxq = dep.o.valid, dep.o.payload
+        rxq_taken = Signal()
+        m.d.comb += dep.o.ready.eq(rxq_taken)
 
         # --- memory request arbiter: tile reads and received writes ---------------------------
         mem = self.mem

@@ -1,14 +1,16 @@
 """The DMA engine's exported Verilog under cocotb (Verilator and Icarus): random command tables
 and trigger orders through the link loopback with backpressure on every port, against the
-golden model and numpy; and the link ports driven by cocotbext-axi's AXI4-Stream agents."""
+golden model and numpy; the link ports driven by cocotbext-axi's AXI4-Stream agents; and the
+receive side's own Verilog (the depacketizer) against its model."""
 
 import cocotb
 import pytest
 
 from dma.config import DMAParams
+from dma.depacketizer import Depacketizer
 from dma.rtl import DMAEngine
 from hw.params import T3Params
-from sim.blocks.dma.cocotb_tests import run_axis, run_random
+from sim.blocks.dma.cocotb_tests import run_axis, run_depacketizer, run_random
 from sim.harness.runner import run_cocotb
 
 
@@ -20,6 +22,11 @@ async def random_loopback(dut):
 @cocotb.test()
 async def axis_agents(dut):
     await run_axis(dut)
+
+
+@cocotb.test()
+async def depacketizer_alone(dut):
+    await run_depacketizer(dut)
 
 
 STALLS = {"trig_pause": 0.3, "remote_pause": 0.3, "resp_pause": 0.2, "rx_pause": 0.2,
@@ -35,3 +42,16 @@ def test_dma_cocotb(sim, testcase, tmp_path, t3_options, request):
               "scenario": {"remote_stores": 200 if t3_options.soak else 40}, "env": STALLS}
     run_cocotb(DMAEngine(params, dparams), "t3_dma", request.module, tmp_path, config=config,
                testcase=testcase, sim=sim, waves=t3_options.waves)
+
+
+@pytest.mark.cocotb
+def test_depacketizer_cocotb(sim, tmp_path, t3_options, request):
+    """The receive side's own Verilog: random link traffic with every framing fault, pauses on
+    ``rx`` and backpressure on ``o``, scored against ``dma.model.depacketize``."""
+    params, dparams = T3Params(), DMAParams()
+    config = {"params": params.to_dict(), "dparams": dparams.to_dict(),
+              "seed": t3_options.seed, "gpu_id": 5, "rx_window": [0x4000, 0x2000],
+              "packets": 1000 if t3_options.soak else 200, "rx_pause": 0.3, "o_stall": 0.4}
+    run_cocotb(Depacketizer(params, dparams), "t3_dma_depacketizer", request.module,
+               tmp_path, config=config, testcase="depacketizer_alone", sim=sim,
+               waves=t3_options.waves)

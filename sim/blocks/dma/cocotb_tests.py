@@ -5,7 +5,9 @@
 the Amaranth layer checks.  :func:`run_random` runs a :func:`sim.blocks.dma.traffic.random_scenario`
 through the link loopback; :func:`run_axis` drives the link ports with cocotbext-axi's
 ``AxiStreamSource``/``AxiStreamSink`` instead; :func:`run_bench` measures link utilisation,
-trigger-to-first-beat latency and simulation speed for ``t3 bench dma``.
+trigger-to-first-beat latency and simulation speed for ``t3 bench dma``;
+:func:`run_depacketizer` drives the receive side alone (:class:`dma.depacketizer.Depacketizer`)
+with random link traffic, framing faults included, against :func:`dma.model.depacketize`.
 
 Configuration (:func:`sim.harness.runner.tb_config`): ``params``, ``dparams``, ``seed``, ``scenario``
 (keyword arguments of :func:`sim.blocks.dma.traffic.random_scenario`), ``env`` (keyword arguments of
@@ -26,7 +28,8 @@ from sim.blocks.dma.traffic import long_transfer_scenario, random_scenario
 from sim.harness.runner import tb_config
 
 
-__all__ = ["EnvAgent", "run_random", "run_axis", "run_bench"]
+__all__ = ["EnvAgent", "run_random", "run_axis", "run_bench", "LinkBeatSource",
+           "run_depacketizer"]
 
 
 class EnvAgent:
@@ -204,3 +207,89 @@ async def run_bench(dut):
 async def bench_long(dut):
     """``t3 bench dma``: see :func:`run_bench`."""
     await run_bench(dut)
+
+
+class LinkBeatSource:
+    """Bench agent that offers link beats ``(tdata, tkeep, tuser, tlast)`` on the port
+    ``prefix`` (``rx``: ``rx__tdata``...) as they are, framing faults included (cocotbext-axi's
+    source ends every frame with ``tlast``; a link that breaks must not).  ``tvalid`` holds
+    until the beat is taken; pauses delay new offers.  ``taken`` lists, per beat, the value
+    of the port ``watch`` in its handshake's cycle (the events a beat raises)."""
+
+    def __init__(self, dut, beats, prefix="rx", watch="events"):
+        self.sig = {k: getattr(dut, f"{prefix}__{k}")
+                    for k in ("tdata", "tkeep", "tuser", "tlast", "tvalid", "tready")}
+        self.watch = getattr(dut, watch)
+        self.beats = list(beats)
+        self.next = 0
+        self.taken = []
+        self._offering = False
+        self._pause = None
+
+    def set_pause_generator(self, generator):
+        self._pause = iter(generator)
+
+    def reset(self):
+        self.sig["tvalid"].value = 0
+
+    def done(self):
+        return self.next == len(self.beats)
+
+    def on_edge(self, cycle):
+        if not self._offering:
+            if self.next < len(self.beats) and not next(self._pause, False):
+                tdata, tkeep, tuser, tlast = self.beats[self.next]
+                self.sig["tdata"].value = tdata
+                self.sig["tkeep"].value = tkeep
+                self.sig["tuser"].value = tuser
+                self.sig["tlast"].value = tlast
+                self._offering = True
+            self.sig["tvalid"].value = int(self._offering)
+
+    def on_settle(self):
+        if self._offering and self.sig["tready"].value:
+            self.taken.append(int(self.watch.value))
+            self.next += 1
+            self._offering = False
+
+
+async def run_depacketizer(dut):
+    """The receive side alone: :func:`sim.blocks.dma.traffic.random_link_beats` (good packets
+    and every framing fault) offered with pauses, ``o`` taken under backpressure; the requests
+    written and each beat's events against :func:`dma.model.depacketize`."""
+    import random
+
+    from dma.depacketizer import RX_EVENTS
+    from dma.model import depacketize
+    from hw.interfaces import mem_request_layout
+    from sim.blocks.dma.traffic import random_link_beats
+    from sim.harness.agents import StreamSink, random_pauses
+    cfg = tb_config()
+    params, dparams = _params(cfg)
+    gpu, (base, size) = cfg["gpu_id"], cfg["rx_window"]
+    beats = random_link_beats(params, dparams, random.Random(cfg["seed"]), gpu,
+                              cfg["packets"], (base, size))
+    dut.gpu_id.value, dut.rx_base.value, dut.rx_end.value = gpu, base, base + size
+    bench = Bench(dut)
+    source = bench.add(LinkBeatSource(dut, beats))
+    sink = bench.add(StreamSink(dut, "o", mem_request_layout(params)))
+    source.set_pause_generator(random_pauses(cfg["rx_pause"], cfg["seed"]))
+    sink.set_pause_generator(random_pauses(cfg["o_stall"], cfg["seed"] + 1))
+    await bench.start()
+    await bench.until(source.done, 20 * len(beats) + 100)
+    want, want_events, want_open = depacketize(params, dparams, beats, gpu, (base, size))
+    await bench.until(lambda: len(sink.received) >= len(want), 1000)
+    await bench.cycles(10)
+    names = (*RX_EVENTS, "packet")
+    got_events = [{k for i, k in enumerate(names) if word >> i & 1} for word in source.taken]
+    for k, (g, w) in enumerate(zip(got_events, want_events)):
+        assert g == w, f"beat {k}: events {sorted(g)}, model {sorted(w)}"
+    got = [item for _, item in sink.received]
+    assert len(got) == len(want), f"{len(got)} requests written, model {len(want)}"
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g == w, f"request {k}: {g} != model {w}"
+    assert bool(dut.open.value) == want_open
+    seen = set().union(*got_events)
+    assert seen == set(names), f"the traffic never raised {set(names) - seen}"
+    dut._log.info(f"{len(beats)} beats, {len(got)} requests written, "
+                  f"{sum(len(e) for e in got_events)} events, as the model")

@@ -11,12 +11,14 @@ import random
 
 import numpy as np
 
-from dma.config import Command, DMAParams, RemoteWindow, check_commands, check_remotes
-from hw.interfaces import ELEM_BYTES, ElemType, Op
+from dma.config import (HEADER_CHECK_BITS, Command, DMAParams, RemoteWindow, check_commands,
+                        check_remotes, header_packer)
+from hw.interfaces import ELEM_BYTES, ElemType, Op, Source
 from nmc.model import lane_dtype
 
 
-__all__ = ["Scenario", "random_scenario", "long_transfer_scenario", "random_values"]
+__all__ = ["Scenario", "random_scenario", "long_transfer_scenario", "random_values",
+           "LINK_FAULTS", "random_link_beats"]
 
 
 @dataclasses.dataclass
@@ -160,3 +162,74 @@ def long_transfer_scenario(params, dparams: DMAParams, tile_beats=256, tiles=8, 
     triggers = [{"wg_id": i, "wf_id": 0, "addr": a, "region": 0}
                 for i, a in enumerate(cmd.tile_starts())]
     return Scenario([cmd], memory, triggers, None, [], gpu_id)
+
+
+#: What :func:`random_link_beats` mixes into the good packets: each a way a link or a sender
+#: can break the framing, and the receive side's answer to it (``docs/dma.md``).
+LINK_FAULTS = ("wrong_gpu", "bad_check", "header_tlast", "zero_beats", "zero_seg", "short",
+               "long", "cut", "no_header", "past_the_end", "outside_window")
+
+
+def random_link_beats(params, dparams: DMAParams, rng: random.Random, gpu_id, packets,
+                      rx_window, faults=0.4, kinds=LINK_FAULTS):
+    """Link beats ``[(tdata, tkeep, tuser, tlast), ...]`` of ``packets`` packets for GPU
+    ``gpu_id``, a fraction ``faults`` of them broken in one of the ways of
+    :data:`LINK_FAULTS` (those of ``kinds``).  Good packets land inside ``rx_window`` (``(base, size)`` in bytes);
+    ``outside_window`` ones straddle its edges, ``past_the_end`` ones run past the address
+    space.  Header beats carry random bits above their check field (the receiver must ignore
+    them); payload beats random data and byte enables."""
+    packer = header_packer(params, dparams)
+    width = packer.width
+    bb, top = params.beat_bytes, 1 << params.addr_bits
+    base, size = rx_window
+    full = (1 << bb) - 1
+    out = []
+    for _ in range(packets):
+        fault = rng.choice(kinds) if rng.random() < faults else None
+        n = rng.randint(1, 6)
+        seg = rng.choice([k for k in range(1, n + 1) if n % k == 0])
+        stride = seg * bb + rng.choice([0, 0, bb, 3 * bb])
+        span = (n // seg - 1) * stride + seg * bb
+        if fault == "outside_window":
+            addr = rng.choice([base - rng.randint(1, 2) * bb, base + size - span + bb])
+        elif fault == "past_the_end":
+            addr = top - rng.randint(1, max(1, span // bb - 1)) * bb
+        else:
+            addr = base + rng.randrange(0, max(1, (size - span) // bb + 1)) * bb
+        h = {"dst_gpu": gpu_id, "src_gpu": rng.randrange(1 << dparams.gpu_bits),
+             "addr": addr % top, "op": rng.choice([Op.STORE, Op.UPDATE]).value,
+             "etype": rng.choice(list(ElemType)).value,
+             "source": rng.choice([Source.DMA, Source.REMOTE]).value,
+             "tracked": rng.randrange(2), "wg_id": rng.randrange(1 << params.wg_id_bits),
+             "wf_id": rng.randrange(1 << params.wf_id_bits), "beats": n, "seg_beats": seg,
+             "stride": stride}
+        if fault == "wrong_gpu":
+            h["dst_gpu"] = (gpu_id + rng.randrange(1, 1 << dparams.gpu_bits)) % \
+                (1 << dparams.gpu_bits)
+        elif fault == "zero_beats":
+            h["beats"] = 0
+        elif fault == "zero_seg":
+            h["seg_beats"] = 0
+        word = packer.pack(h)
+        if fault == "bad_check":
+            word ^= 1 << (width + rng.randrange(HEADER_CHECK_BITS))
+        word |= rng.getrandbits(params.beat_bits - width - HEADER_CHECK_BITS) << \
+            (width + HEADER_CHECK_BITS)
+        payload = n + {"short": -1, "long": 2}.get(fault, 0)
+        if fault == "short" and payload == 0:
+            payload = 1
+            h["beats"] = n = 2
+            word = packer.pack(h)
+        frame = [] if fault == "no_header" else [(word, full, 1, 0)]
+        if fault == "header_tlast":
+            frame = [(word, full, 1, 1)]
+            payload = 0
+        for _ in range(payload):
+            keep = full if rng.random() < 0.7 else rng.getrandbits(bb) or 1
+            frame.append((rng.getrandbits(params.beat_bits), keep, 0, 0))
+        if fault != "cut" and fault != "header_tlast":
+            frame[-1] = frame[-1][:3] + (1,)
+        elif fault == "cut" and len(frame) > 1:
+            frame.pop()                     # no tlast: the next packet's header cuts it
+        out += frame
+    return out
