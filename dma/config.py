@@ -29,6 +29,7 @@ from hw.params import T3Params, check_int, check_params, is_int, param
 
 __all__ = [
     "DMAParams", "Command", "RemoteWindow", "Status", "header_layout", "header_packer",
+    "header_check", "header_check_of",
     "MAX_REMOTE_WINDOWS", "check_commands", "check_remote", "check_remotes", "remote_windows",
     "remote_register",
     "dma_registers", "register_values", "STAT_REGISTERS",
@@ -291,6 +292,15 @@ def header_check(value, width):
     for k in range(0, width, HEADER_CHECK_BITS):
         check ^= (value >> k) & ((1 << HEADER_CHECK_BITS) - 1)
     return check
+
+
+def header_check_of(value, width):
+    """:func:`header_check` in hardware: the check field of the first ``width`` bits of the
+    Amaranth value ``value``, the seed XOR every ``HEADER_CHECK_BITS`` slice."""
+    out = HEADER_CHECK_SEED
+    for k in range(0, width, HEADER_CHECK_BITS):
+        out = out ^ value[k:min(k + HEADER_CHECK_BITS, width)]
+    return out
 
 
 class HeaderPacker(Packer):

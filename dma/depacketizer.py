@@ -9,23 +9,14 @@ from amaranth.lib.wiring import In, Out
 from hw.interfaces import Stream, link_signature, mem_request_layout, request_signature
 from hw.params import T3Params
 from hw.pipeline import SkidBuffer
-from .config import HEADER_CHECK_BITS, HEADER_CHECK_SEED, DMAParams, header_layout
+from .config import HEADER_CHECK_BITS, DMAParams, header_check_of, header_layout
 
 
-__all__ = ["Depacketizer", "RX_EVENTS", "header_check_of"]
+__all__ = ["Depacketizer", "RX_EVENTS"]
 
 
 #: The receive side's error events (each a ``status`` bit of the DMA engine's, ``docs/dma.md``).
 RX_EVENTS = ("rx_framing", "rx_check", "rx_wrong_gpu", "rx_window")
-
-
-def header_check_of(value, width):
-    """The check field of a ``width``-bit header ``value`` (an Amaranth value): the seed XOR
-    every ``HEADER_CHECK_BITS`` slice, as :func:`dma.config.header_check` computes it."""
-    out = HEADER_CHECK_SEED
-    for k in range(0, width, HEADER_CHECK_BITS):
-        out = out ^ value[k:min(k + HEADER_CHECK_BITS, width)]
-    return out
 
 
 class Depacketizer(wiring.Component):

@@ -4,6 +4,7 @@ show.  Transaction level (the cycle timing is the RTL's business and is bounded 
 the cocotb and Amaranth testbenches both check against it with :func:`check_dma_run`.
 """
 
+import collections
 import dataclasses
 
 import numpy as np
@@ -11,12 +12,12 @@ import numpy as np
 from hw.interfaces import ElemType, Op, Packer, Source, Stream
 from nmc.model import alu_reference, lane_dtype
 from .config import (HEADER_CHECK_BITS, STATUS, Command, DMAParams, RemoteWindow, Status,
-                     header_check, header_layout, remote_windows)
+                     header_check, header_layout, header_packer, remote_windows)
 
 
 __all__ = ["Packet", "DMAModel", "tile_beat_addresses", "packet_addresses", "apply_requests",
            "expected_image", "check_dma_run", "frames_to_packets", "packet_to_frame",
-           "depacketize"]
+           "depacketize", "check_packetized"]
 
 
 @dataclasses.dataclass
@@ -272,6 +273,43 @@ def depacketize(params, dparams: DMAParams, beats, gpu_id, rx_window=None):
                 state = "DROP"
         events.append(ev)
     return requests, events, state == "PAYLOAD"
+
+
+def check_packetized(params, dparams: DMAParams, tiles, runs, beats):
+    """Scoreboard of the send side (:class:`dma.packetizer.Packetizer`): ``beats`` (the link
+    beats ``(tdata, tkeep, tuser, tlast)`` it sent) must be the packets of ``tiles`` and
+    ``runs`` (each ``(header dict, [(data, keep), ...])``), each kind in its order, each packet
+    whole: a header beat (``tuser``, every byte kept, the header and its check field, nothing
+    above them) then its payload beats, ``tlast`` on the last and nowhere else.  Which kind
+    goes next depends on timing; returns the kinds in the order sent (``"tile"``/``"run"``).
+    Raises ``AssertionError`` naming the first disagreement."""
+    packer = header_packer(params, dparams)
+    full = (1 << params.beat_bytes) - 1
+    queues = {"tile": collections.deque(tiles), "run": collections.deque(runs)}
+    order, k = [], 0
+    while k < len(beats):
+        tdata, tkeep, tuser, tlast = beats[k]
+        assert tuser == 1 and tkeep == full and tlast == 0, \
+            f"beat {k}: a packet starts with (tuser {tuser}, tkeep {tkeep:#x}, tlast {tlast})"
+        assert tdata >> (packer.width + HEADER_CHECK_BITS) == 0, \
+            f"beat {k}: bits above the header's check field"
+        header = packer.unpack(tdata)       # raises on a wrong check field
+        kind = next((q for q in ("tile", "run") if queues[q] and
+                     queues[q][0][0] == header), None)
+        assert kind is not None, f"beat {k}: header {header} is neither the next tile's " \
+            f"nor the next run's"
+        _, payload = queues[kind].popleft()
+        sent = beats[k + 1:k + 1 + len(payload)]
+        assert len(sent) == len(payload), f"beat {k}: the {kind} packet is cut short"
+        for j, ((d, keep), (td, tk, tu, tl)) in enumerate(zip(payload, sent)):
+            assert (td, tk) == (d, keep), f"{kind} packet at beat {k}, payload beat {j} differs"
+            assert tu == 0 and tl == (j == len(payload) - 1), \
+                f"{kind} packet at beat {k}, payload beat {j}: tuser {tu}, tlast {tl}"
+        order.append(kind)
+        k += 1 + len(payload)
+    left = {q: len(v) for q, v in queues.items() if v}
+    assert not left, f"packets never sent: {left}"
+    return order
 
 
 def packet_to_frame(params, packet, header_packer):

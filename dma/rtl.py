@@ -11,8 +11,10 @@ from hw.interfaces import (ElemType, Op, Source, Stream, link_signature, mem_req
                            popcount, request_signature, response_signature, trigger_layout)
 from hw.params import T3Params
 from hw.pipeline import SkidBuffer, WriteAheadFIFO
-from .config import MODE, DMAParams, dma_registers, header_layout, remote_register, window_layout
-from .depacketizer import RX_EVENTS, Depacketizer, header_check_of
+from .config import (MODE, DMAParams, dma_registers, header_layout,
+                     remote_register, window_layout)
+from .depacketizer import RX_EVENTS, Depacketizer
+from .packetizer import Packetizer
 
 
 __all__ = ["DMAEngine", "COUNTER_BITS", "FIRST_BEAT_LATENCY"]
@@ -108,7 +110,9 @@ class DMAEngine(wiring.Component):
         self.rd_v = Signal(name="rd_v")
         self.data_q = SyncFIFOBuffered(width=params.beat_bits, depth=dparams.buffer_beats)
         self.exp_tag = Signal(max(1, params.tag_bits), name="exp_tag")
-        #: the receive side (its slice, ``depacketizer.slice``, is state the proofs read)
+        #: the send side and the receive side (the latter's slice, ``depacketizer.slice``, is
+        #: state the proofs read)
+        self.packetizer = Packetizer(params, dparams)
         self.depacketizer = Depacketizer(params, dparams)
         super().__init__({
             "trig":   In(stream.Signature(self.trig_layout)),
@@ -509,74 +513,25 @@ class DMAEngine(wiring.Component):
         tx_rem_beat = Signal()
         count(m, cnt["remote_sent"], tx_rem_beat, clear_counters)
 
-        # --- packetizer ----------------------------------------------------------------------
-        tx = self.tx
-        H = self.hdr_layout.as_shape().width
-
-        def check(value):       # dma.config.header_check
-            return header_check_of(value, H)
-
-        hdr_head = data.View(self.hdr_layout, hdr_q.r_data)
-        run_head = data.View(self.hdr_layout, run_q.r_data)
-        prefer_remote = Signal()
-        lock, lock_remote = Signal(name="lock"), Signal(name="lock_remote")
-        tx_left = Signal(dp.len_bits)
-        tx_last = Signal()          # tx_left == 1, kept with it
+        # --- packetizer: tiles and remote runs -> tx (dma.packetizer) --------------------------
+        m.submodules.packetizer = pk = self.packetizer
+        wiring.connect(m, pk.tx, wiring.flipped(self.tx))
+        m.d.comb += [
+            pk.tile_hdr.valid.eq(hdr_q.r_rdy), pk.tile_hdr.payload.eq(hdr_q.r_data),
+            hdr_q.r_en.eq(pk.tile_hdr.ready),
+            pk.tile_data.valid.eq(data_q.r_rdy), pk.tile_data.payload.eq(data_q.r_data),
+            data_q.r_en.eq(pk.tile_data.ready),
+            pk.run_hdr.valid.eq(run_q.r_rdy), pk.run_hdr.payload.eq(run_q.r_data),
+            run_q.r_en.eq(pk.run_hdr.ready),
+            pk.run_data.valid.eq(rem_q.r_rdy), pk.run_data.payload.eq(rem_q.r_data),
+            rem_q.r_en.eq(pk.run_data.ready),
+            inc["tiles_sent"].eq(pk.events.tile), inc["remote_packets"].eq(pk.events.run),
+            tx_payload_beat.eq(pk.events.tile_beat), tx_rem_beat.eq(pk.events.run_beat),
+        ]
         tx_hs = Signal()
-        m.d.comb += tx_hs.eq(tx.tvalid & tx.tready)
+        m.d.comb += tx_hs.eq(self.tx.tvalid & self.tx.tready)
         count(m, cnt["link_busy"], tx_hs, clear_counters)
-        count(m, cnt["beats_sent"], tx_hs & ~tx.tuser, clear_counters)
-
-        with m.FSM(name="packetize"):
-            with m.State("IDLE"):
-                rem_valid = run_q.r_rdy
-                tile_ready = hdr_q.r_rdy & data_q.r_rdy
-                pick_remote = Signal()
-                m.d.comb += pick_remote.eq(Mux(lock, lock_remote,
-                                               rem_valid & (prefer_remote | ~tile_ready)))
-                with m.If(pick_remote):
-                    m.d.comb += [tx.tvalid.eq(rem_valid),
-                                 tx.tdata.eq(Cat(run_q.r_data, check(run_q.r_data)))]
-                with m.Else():
-                    # a tile's header waits for its first payload beat, so that the link
-                    # never idles inside a packet for the memory's latency
-                    m.d.comb += [tx.tvalid.eq(tile_ready),
-                                 tx.tdata.eq(Cat(hdr_q.r_data, check(hdr_q.r_data)))]
-                m.d.comb += [tx.tuser.eq(1), tx.tkeep.eq(all_keep), tx.tlast.eq(0)]
-                m.d.sync += [lock.eq(tx.tvalid & ~tx.tready), lock_remote.eq(pick_remote)]
-                with m.If(tx_hs):
-                    m.d.sync += prefer_remote.eq(~pick_remote)
-                    with m.If(pick_remote):
-                        m.d.comb += [run_q.r_en.eq(1), inc["remote_packets"].eq(1)]
-                        m.d.sync += [tx_left.eq(run_head.beats),
-                                     tx_last.eq(run_head.beats == 1)]
-                        m.next = "REMOTE"
-                    with m.Else():
-                        m.d.comb += hdr_q.r_en.eq(1)
-                        m.d.sync += [tx_left.eq(hdr_head.beats),
-                                     tx_last.eq(hdr_head.beats == 1)]
-                        m.d.comb += inc["tiles_sent"].eq(1)
-                        m.next = "TILE"
-            with m.State("TILE"):
-                m.d.comb += [
-                    tx.tvalid.eq(data_q.r_rdy), tx.tdata.eq(data_q.r_data),
-                    tx.tkeep.eq(all_keep), tx.tlast.eq(tx_last),
-                    data_q.r_en.eq(tx.tready), tx_payload_beat.eq(tx_hs),
-                ]
-                with m.If(tx_hs):
-                    m.d.sync += [tx_left.eq(tx_left - 1), tx_last.eq(tx_left == 2)]
-                    with m.If(tx_last):
-                        m.next = "IDLE"
-            with m.State("REMOTE"):
-                m.d.comb += [
-                    tx.tvalid.eq(rem_q.r_rdy), tx.tdata.eq(rem_q.r_data[:p.beat_bits]),
-                    tx.tkeep.eq(rem_q.r_data[p.beat_bits:]), tx.tlast.eq(tx_last),
-                    rem_q.r_en.eq(tx.tready), tx_rem_beat.eq(tx_hs),
-                ]
-                with m.If(tx_hs):
-                    m.d.sync += [tx_left.eq(tx_left - 1), tx_last.eq(tx_left == 2)]
-                    with m.If(tx_last):
-                        m.next = "IDLE"
+        count(m, cnt["beats_sent"], tx_hs & ~self.tx.tuser, clear_counters)
 
         # --- depacketizer: rx -> received beats (dma.depacketizer) ------------------------------
         m.submodules.depacketizer = dep = self.depacketizer

@@ -1,16 +1,17 @@
 """The DMA engine's exported Verilog under cocotb (Verilator and Icarus): random command tables
 and trigger orders through the link loopback with backpressure on every port, against the
 golden model and numpy; the link ports driven by cocotbext-axi's AXI4-Stream agents; and the
-receive side's own Verilog (the depacketizer) against its model."""
+send and receive sides' own Verilog (the packetizer, the depacketizer) against their models."""
 
 import cocotb
 import pytest
 
 from dma.config import DMAParams
 from dma.depacketizer import Depacketizer
+from dma.packetizer import Packetizer
 from dma.rtl import DMAEngine
 from hw.params import T3Params
-from sim.blocks.dma.cocotb_tests import run_axis, run_depacketizer, run_random
+from sim.blocks.dma.cocotb_tests import run_axis, run_depacketizer, run_packetizer, run_random
 from sim.harness.runner import run_cocotb
 
 
@@ -25,8 +26,13 @@ async def axis_agents(dut):
 
 
 @cocotb.test()
-async def depacketizer_alone(dut):
+async def receive_side_alone(dut):
     await run_depacketizer(dut)
+
+
+@cocotb.test()
+async def send_side_alone(dut):
+    await run_packetizer(dut)
 
 
 STALLS = {"trig_pause": 0.3, "remote_pause": 0.3, "resp_pause": 0.2, "rx_pause": 0.2,
@@ -53,5 +59,18 @@ def test_depacketizer_cocotb(sim, tmp_path, t3_options, request):
               "seed": t3_options.seed, "gpu_id": 5, "rx_window": [0x4000, 0x2000],
               "packets": 1000 if t3_options.soak else 200, "rx_pause": 0.3, "o_stall": 0.4}
     run_cocotb(Depacketizer(params, dparams), "t3_dma_depacketizer", request.module,
-               tmp_path, config=config, testcase="depacketizer_alone", sim=sim,
+               tmp_path, config=config, testcase="receive_side_alone", sim=sim,
+               waves=t3_options.waves)
+
+
+@pytest.mark.cocotb
+def test_packetizer_cocotb(sim, tmp_path, t3_options, request):
+    """The send side's own Verilog: random tiles and remote runs with pauses on its four
+    inputs and backpressure on ``tx``, scored by ``dma.model.check_packetized``."""
+    params, dparams = T3Params(), DMAParams()
+    config = {"params": params.to_dict(), "dparams": dparams.to_dict(),
+              "seed": t3_options.seed, "packets": 300 if t3_options.soak else 60,
+              "pause": 0.3, "tx_stall": 0.3}
+    run_cocotb(Packetizer(params, dparams), "t3_dma_packetizer", request.module,
+               tmp_path, config=config, testcase="send_side_alone", sim=sim,
                waves=t3_options.waves)

@@ -7,7 +7,9 @@ through the link loopback; :func:`run_axis` drives the link ports with cocotbext
 ``AxiStreamSource``/``AxiStreamSink`` instead; :func:`run_bench` measures link utilisation,
 trigger-to-first-beat latency and simulation speed for ``t3 bench dma``;
 :func:`run_depacketizer` drives the receive side alone (:class:`dma.depacketizer.Depacketizer`)
-with random link traffic, framing faults included, against :func:`dma.model.depacketize`.
+with random link traffic, framing faults included, against :func:`dma.model.depacketize`;
+:func:`run_packetizer` the send side alone (:class:`dma.packetizer.Packetizer`) with random
+tiles and remote runs, scored by :func:`dma.model.check_packetized`.
 
 Configuration (:func:`sim.harness.runner.tb_config`): ``params``, ``dparams``, ``seed``, ``scenario``
 (keyword arguments of :func:`sim.blocks.dma.traffic.random_scenario`), ``env`` (keyword arguments of
@@ -29,7 +31,7 @@ from sim.harness.runner import tb_config
 
 
 __all__ = ["EnvAgent", "run_random", "run_axis", "run_bench", "LinkBeatSource",
-           "run_depacketizer"]
+           "LinkBeatSink", "run_depacketizer", "run_packetizer"]
 
 
 class EnvAgent:
@@ -293,3 +295,84 @@ async def run_depacketizer(dut):
     assert seen == set(names), f"the traffic never raised {set(names) - seen}"
     dut._log.info(f"{len(beats)} beats, {len(got)} requests written, "
                   f"{sum(len(e) for e in got_events)} events, as the model")
+
+
+class LinkBeatSink:
+    """Bench agent that takes link beats on the port ``prefix`` (``tx``) with pauses on
+    ``tready`` and records ``(tdata, tkeep, tuser, tlast)`` of each; it fails at once if a
+    beat offered and not taken changes or is withdrawn (AXI4-Stream)."""
+
+    def __init__(self, dut, prefix="tx"):
+        self.sig = {k: getattr(dut, f"{prefix}__{k}")
+                    for k in ("tdata", "tkeep", "tuser", "tlast", "tvalid", "tready")}
+        self.beats = []
+        self._pause = None
+        self._ready = False
+        self._offered = None
+
+    def set_pause_generator(self, generator):
+        self._pause = iter(generator)
+
+    def reset(self):
+        self.sig["tready"].value = 0
+
+    def on_edge(self, cycle):
+        self._ready = not next(self._pause, False)
+        self.sig["tready"].value = int(self._ready)
+
+    def on_settle(self):
+        if not self.sig["tvalid"].value:
+            assert self._offered is None, f"a beat offered was withdrawn: {self._offered}"
+            return
+        beat = tuple(int(self.sig[k].value) for k in ("tdata", "tkeep", "tuser", "tlast"))
+        assert self._offered in (None, beat), f"{beat} offered after {self._offered}"
+        if self._ready:
+            self.beats.append(beat)
+            self._offered = None
+        else:
+            self._offered = beat
+
+
+async def run_packetizer(dut):
+    """The send side alone: random tiles and remote runs offered with pauses on its four
+    inputs, ``tx`` taken under backpressure; the link beats scored by
+    :func:`dma.model.check_packetized`."""
+    import random
+
+    from amaranth.lib import data
+
+    from dma.config import header_layout
+    from dma.model import check_packetized
+    from dma.packetizer import run_beat_layout
+    from hw.interfaces import Source
+    from sim.harness.agents import StreamSource, random_pauses
+    from sim.blocks.dma.traffic import random_packets
+    cfg = tb_config()
+    params, dparams = _params(cfg)
+    rng = random.Random(cfg["seed"])
+    tiles = random_packets(params, rng, cfg["packets"], Source.DMA)
+    runs = random_packets(params, rng, cfg["packets"], Source.REMOTE)
+    hdr = header_layout(params, dparams)
+    bench = Bench(dut)
+    srcs = {
+        "tile_hdr": (hdr, [h for h, _ in tiles]),
+        "tile_data": (data.StructLayout({"data": params.beat_bits}),
+                      [{"data": d} for _, beats in tiles for d, _ in beats]),
+        "run_hdr": (hdr, [h for h, _ in runs]),
+        "run_data": (run_beat_layout(params),
+                     [{"data": d, "keep": k} for _, beats in runs for d, k in beats]),
+    }
+    for k, (name, (layout, items)) in enumerate(srcs.items()):
+        src = bench.add(StreamSource(dut, name, layout))
+        src.set_pause_generator(random_pauses(cfg["pause"], cfg["seed"] + k))
+        for item in items:
+            src.send_nowait(item)
+    sink = bench.add(LinkBeatSink(dut))
+    sink.set_pause_generator(random_pauses(cfg["tx_stall"], cfg["seed"] + 9))
+    total = sum(1 + len(b) for _, b in tiles + runs)
+    await bench.start()
+    await bench.until(lambda: len(sink.beats) >= total, 20 * total)
+    await bench.cycles(10)
+    order = check_packetized(params, dparams, tiles, runs, sink.beats)
+    dut._log.info(f"{order.count('tile')} tiles and {order.count('run')} runs, "
+                  f"{len(sink.beats)} beats, scored")

@@ -18,7 +18,7 @@ from nmc.model import lane_dtype
 
 
 __all__ = ["Scenario", "random_scenario", "long_transfer_scenario", "random_values",
-           "LINK_FAULTS", "random_link_beats"]
+           "LINK_FAULTS", "random_link_beats", "random_packets"]
 
 
 @dataclasses.dataclass
@@ -232,4 +232,28 @@ def random_link_beats(params, dparams: DMAParams, rng: random.Random, gpu_id, pa
         elif fault == "cut" and len(frame) > 1:
             frame.pop()                     # no tlast: the next packet's header cuts it
         out += frame
+    return out
+
+
+def random_packets(params, rng: random.Random, n, source, max_beats=6):
+    """``n`` packets ``(header, [(data, keep), ...])`` for the send side: a tile's
+    (``source`` DMA) beats keep every byte, a remote run's (REMOTE) random bytes and one
+    segment.  Their ``wg_id``s are unique (even for tiles, odd for runs), so that a header
+    names its packet."""
+    full = (1 << params.beat_bytes) - 1
+    out = []
+    for _ in range(n):
+        beats = rng.randint(1, max_beats)
+        remote = source == Source.REMOTE
+        header = {"dst_gpu": rng.randrange(16), "src_gpu": rng.randrange(16),
+                  "addr": rng.getrandbits(params.addr_bits - params.beat_offset_bits) <<
+                  params.beat_offset_bits, "op": rng.choice([Op.STORE, Op.UPDATE]).value,
+                  "etype": rng.choice(list(ElemType)).value, "source": source.value,
+                  "tracked": rng.randrange(2), "wg_id": len(out) * 2 + remote,
+                  "wf_id": rng.randrange(1 << params.wf_id_bits), "beats": beats,
+                  "seg_beats": beats if remote else rng.randint(1, beats),
+                  "stride": rng.getrandbits(12) << params.beat_offset_bits}
+        out.append((header, [(rng.getrandbits(params.beat_bits),
+                              rng.getrandbits(params.beat_bytes) or 1 if remote else full)
+                             for _ in range(beats)]))
     return out
