@@ -57,8 +57,9 @@ class Depacketizer(wiring.Component):
     Timing
     ------
     A payload beat taken on ``rx`` in cycle ``c`` is offered on ``o`` from ``c + 1``.
-    ``rx.tready`` is high for a header beat (and for any beat being dropped) and, for a
-    payload beat, while the slice has room: with ``o.ready`` high one payload beat a cycle.
+    ``rx.tready`` is high for a header beat and for the beats of a packet being dropped
+    and, for a payload beat of an accepted packet (written or not), while the slice has room:
+    with ``o.ready`` high one payload beat a cycle.
     Nothing of a packet is written outside the range its header names, nor past the address
     space (never wrapped to address 0); a beat marked ``tuser`` always ends what came before.
     """
