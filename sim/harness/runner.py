@@ -351,10 +351,13 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
     try:
         plusargs = [f"+dumpfile_path={build_dir / (toplevel + '.fst')}"] \
             if waves and sim == "icarus" else []
+        # ``testcase`` names one test exactly: cocotb's own ``testcase`` matches any test whose
+        # name ends with it (``.*name$``), so "send_alone" would also run "resend_alone"
+        test_filter = None if testcase is None else rf"\.{re.escape(testcase)}$"
         results = runner.test(test_module=test_module, hdl_toplevel=toplevel,
                               build_dir=sim_build, test_dir=build_dir, extra_env=env,
-                              plusargs=plusargs,
-                              testcase=testcase, seed=seed, waves=waves, hdl_toplevel_lang="verilog",
+                              plusargs=plusargs, test_filter=test_filter, seed=seed,
+                              waves=waves, hdl_toplevel_lang="verilog",
                               log_file=build_dir / "sim.log")
         total, failed = get_results(results)
     except SystemExit:              # cocotb_tools exits when a test fails
