@@ -269,6 +269,7 @@ class DMAEngine(wiring.Component):
                     ]
                     m.next = "LOAD"
             with m.State("LOAD"):
+                cur_offset = (cur.addr - c_src)[:A + 1]     # bit A set when below src_base
                 m.d.sync += [
                     stride.eq(c_stride),
                     seg_beats.eq((c_trows << eshift) >> boff),
@@ -276,10 +277,9 @@ class DMAEngine(wiring.Component):
                     # the tile's end within the command's buffer, summed here so that
                     # CHECK compares two registers: the sum there, into the dispatch's
                     # decision, was the node's longest path (12.6 ns)
-                    end.eq((cur.addr - c_src)[:A + 1] +
-                           c_tcols_m1 * c_stride + (c_trows << eshift)),
+                    end.eq(cur_offset + c_tcols_m1 * c_stride + (c_trows << eshift)),
                     size.eq((c_ld * c_cols) << eshift),
-                    offset.eq(cur.addr - c_src),
+                    offset.eq(cur_offset),
                     c_shift.eq(c_dst - c_src),
                     granularity.eq(Mux(mode("granularity") == 0, 1, mode("granularity"))),
                 ]
