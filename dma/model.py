@@ -17,7 +17,7 @@ from .config import (HEADER_CHECK_BITS, STATUS, Command, DMAParams, RemoteWindow
 
 __all__ = ["Packet", "DMAModel", "tile_beat_addresses", "packet_addresses", "apply_requests",
            "expected_image", "check_dma_run", "frames_to_packets", "packet_to_frame",
-           "depacketize", "check_packetized"]
+           "depacketize", "check_packetized", "combine", "check_combined"]
 
 
 @dataclasses.dataclass
@@ -310,6 +310,105 @@ def check_packetized(params, dparams: DMAParams, tiles, runs, beats):
     left = {q: len(v) for q, v in queues.items() if v}
     assert not left, f"packets never sent: {left}"
     return order
+
+
+_RUN_FIELDS = ("op", "etype", "tracked", "wg_id", "wf_id")
+
+
+def _run_header(params, window, gpu_id, store):
+    """The header of a run that opens with ``store`` in ``window``."""
+    return {"dst_gpu": window.dst_gpu, "src_gpu": gpu_id,
+            "addr": (window.dst_base + store["addr"] - window.src_base)
+            % (1 << params.addr_bits),
+            "op": int(store["op"]), "etype": int(store["etype"]),
+            "source": Source.REMOTE.value, "tracked": int(store["tracked"]),
+            "wg_id": int(store["wg_id"]), "wf_id": int(store["wf_id"]),
+            "beats": 1, "seg_beats": 1, "stride": 0}
+
+
+def _window_of(windows, store):
+    """The index of the lowest window that holds ``store``, or None (also for a READ)."""
+    if Op(store["op"]) == Op.READ:
+        return None
+    return next((k for k, w in enumerate(windows)
+                 if w.src_base <= store["addr"] < w.src_base + w.size), None)
+
+
+def _continues(params, dparams, run, store, k):
+    """Whether ``store`` (in window ``k``) may join ``run`` (``[window, header, stores]``)."""
+    last = run[2][-1]
+    return (k == run[0] and len(run[2]) < dparams.remote_burst
+            and store["addr"] == last["addr"] + params.beat_bytes
+            and all(int(store[f]) == int(last[f]) for f in _RUN_FIELDS))
+
+
+def combine(params, dparams: DMAParams, windows, gpu_id, stores, taken_at=None):
+    """The remote-store write combining (:class:`dma.combiner.Combiner`): the runs that the CU
+    stores ``stores`` (dicts of :func:`hw.interfaces.mem_request_layout`) become.
+
+    A store in a window (the lowest that holds it; :class:`dma.config.RemoteWindow`) joins the
+    open run when it continues it (the next address, the same ``op``, ``etype``, ``tracked``,
+    ``wg_id``, ``wf_id`` and window, fewer than ``remote_burst`` stores so far) and, when
+    ``taken_at`` gives the cycle each store was taken in, came at most ``remote_flush`` cycles
+    after the last (the hardware's exact rule while its run queue has room; later the run has
+    left).  A ``READ`` or a store in no window is dropped.  Returns ``(runs, dropped)``: the
+    runs as ``(header, [(data, mask), ...])`` and the indices of the dropped stores.
+    """
+    windows = remote_windows(windows)
+    runs, dropped, run, last_at = [], [], None, None
+    for i, store in enumerate(stores):
+        k = _window_of(windows, store)
+        if k is None:
+            dropped.append(i)
+            continue
+        at = None if taken_at is None else taken_at[i]
+        late = at is not None and last_at is not None and at - last_at > dparams.remote_flush
+        if run is not None and not late and _continues(params, dparams, run, store, k):
+            run[2].append(store)
+            run[1]["beats"] = run[1]["seg_beats"] = len(run[2])
+        else:
+            run = [k, _run_header(params, windows[k], gpu_id, store), [store]]
+            runs.append(run)
+        last_at = at
+    return ([(h, [(int(s["data"]), int(s["mask"])) for s in st]) for _, h, st in runs],
+            dropped)
+
+
+def check_combined(params, dparams: DMAParams, windows, gpu_id, stores, taken_at, runs):
+    """Scoreboard of the write combining when its run queue may have been full (a run then
+    closes late and may take stores that came later than ``remote_flush``): ``runs`` (the
+    ``(header, beats)`` the combiner sent) must hold the stores in windows, in order, each
+    whole; each run one that :func:`combine` could have made (its stores consecutive, of the
+    same attributes and window, at most ``remote_burst``, its header from its first store);
+    and a run may end only where :func:`combine` with ``taken_at`` ends one (a different store,
+    a full run, or a gap of more than ``remote_flush`` cycles).  Raises ``AssertionError``
+    naming the first disagreement."""
+    windows = remote_windows(windows)
+    kept = [i for i, s in enumerate(stores) if _window_of(windows, s) is not None]
+    j = 0
+    for r, (header, beats) in enumerate(runs):
+        first = stores[kept[j]] if j < len(kept) else None
+        assert first is not None, f"run {r}: no store left for it"
+        want = _run_header(params, windows[_window_of(windows, first)], gpu_id, first)
+        want["beats"] = want["seg_beats"] = len(beats)
+        assert header == want, f"run {r}: header {header}, its first store gives {want}"
+        assert 1 <= len(beats) <= dparams.remote_burst, f"run {r}: {len(beats)} stores"
+        members = [stores[i] for i in kept[j:j + len(beats)]]
+        assert beats == [(int(s["data"]), int(s["mask"])) for s in members], \
+            f"run {r}: its beats are not stores {kept[j:j + len(beats)]}"
+        run = [_window_of(windows, first), header, [first]]
+        for i in kept[j + 1:j + len(beats)]:
+            assert _continues(params, dparams, run, stores[i], _window_of(windows, stores[i])), \
+                f"run {r}: store {i} does not continue it"
+            run[2].append(stores[i])
+        j += len(beats)
+        if j < len(kept):
+            nxt = stores[kept[j]]
+            late = taken_at[kept[j]] - taken_at[kept[j - 1]] > dparams.remote_flush
+            assert late or not _continues(params, dparams, run, nxt, _window_of(windows, nxt)), \
+                f"run {r} ended before store {kept[j]}, which continues it " \
+                f"{taken_at[kept[j]] - taken_at[kept[j - 1]]} cycles after the last"
+    assert j == len(kept), f"stores {kept[j:]} in no run"
 
 
 def packet_to_frame(params, packet, header_packer):

@@ -1,5 +1,6 @@
 """The DMA engine: trigger queue, pre-programmed command table, tile address generator, link
-packetizer and depacketizer (paper section 4.2.2; ``docs/design.md`` section 5)."""
+packetizer and depacketizer, remote stores' write combining (paper section 4.2.2;
+``docs/design.md`` section 5)."""
 
 from amaranth import Array, Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, memory, stream, wiring
@@ -13,6 +14,7 @@ from hw.params import T3Params
 from hw.pipeline import SkidBuffer, WriteAheadFIFO
 from .config import (MODE, DMAParams, dma_registers, header_layout,
                      remote_register, window_layout)
+from .combiner import Combiner
 from .depacketizer import RX_EVENTS, Depacketizer
 from .packetizer import Packetizer
 
@@ -113,6 +115,7 @@ class DMAEngine(wiring.Component):
         #: the send side and the receive side (the latter's slice, ``depacketizer.slice``, is
         #: state the proofs read)
         self.packetizer = Packetizer(params, dparams)
+        self.combiner = Combiner(params, dparams)
         self.depacketizer = Depacketizer(params, dparams)
         super().__init__({
             "trig":   In(stream.Signature(self.trig_layout)),
@@ -415,116 +418,35 @@ class DMAEngine(wiring.Component):
             m.d.sync += exp_tag.eq(exp_tag + 1)
             m.d.comb += ev["mem_error"].eq(self.resp.payload.error)
 
-        # --- remote stores: window check and write combining -----------------------------------
-        # A store inside the window joins the open *run* when it continues it (next address,
-        # same op, etype, tracked, wg_id, wf_id) and the run is shorter than remote_burst;
-        # otherwise the run is closed (its header queued) and a new one opens.  A run also
-        # closes after remote_flush cycles without a store.  Runs leave as one packet each.
-        rem = self.remote.payload
-        # The window check and the run check compare in the CUs' address space, in parallel:
-        # the destination address (an offset, then a sum) feeds only the run's header register.
-        # each window's end a register, kept from the registers' next values (the sum before
-        # the compare was the node's critical path, 15.1 ns, into the run queue's enqueue).
-        # The lowest window that holds the address wins (the driver refuses overlaps).
-        K = dp.remote_windows
-        hits = Signal(K)
-        win = Signal(range(K))          # the window of the store on ``remote``
-        dst_addr = Signal(A)
-        dst_gpu = Signal(dp.gpu_bits)
-        for k in reversed(range(K)):
-            r_base = regs.rw(remote_register(k, "base"))
-            r_size = regs.rw(remote_register(k, "size"))
-            m.d.comb += [self.window[k].base.eq(r_base), self.window[k].size.eq(r_size)]
+        # --- remote stores: window check and write combining (dma.combiner) -------------------
+        m.submodules.combiner = comb = self.combiner
+        wiring.connect(m, wiring.flipped(self.remote), comb.remote)
+        for k in range(dp.remote_windows):
+            reg = {f: remote_register(k, f) for f in ("base", "size", "dst_gpu", "dst_base")}
+            m.d.comb += [self.window[k].base.eq(regs.rw(reg["base"])),
+                         self.window[k].size.eq(regs.rw(reg["size"]))]
+            # each window's end a register, kept from the registers' next values (the sum
+            # before the compare was the node's critical path, 15.1 ns)
             r_end = Signal(A + 1, name=f"remote{k}_end")
-            m.d.sync += r_end.eq(regs.rw_next(m, remote_register(k, "base")) +
-                                 regs.rw_next(m, remote_register(k, "size")))
-            m.d.comb += hits[k].eq((rem.addr >= r_base) & (rem.addr < r_end))
-            with m.If(hits[k]):
-                m.d.comb += [
-                    win.eq(k),
-                    dst_gpu.eq(regs.rw(remote_register(k, "dst_gpu"))),
-                    dst_addr.eq(regs.rw(remote_register(k, "dst_base")) +
-                                (rem.addr - r_base)[:A]),
-                ]
-        rem_ok = Signal()
-        m.d.comb += rem_ok.eq(hits.any() & (rem.op != Op.READ))
-        RB = dp.remote_burst
-        # both queues' LUT RAM written ahead (hw.pipeline.WriteAheadFIFO): the window compare
-        # and the run compare end at their pointers, not at the write enables of their cells
-        # (the remote output's register, the window's carry chains and the take decision into
-        # the store queue's write enables were the node's critical path, 13.4 ns, 4.6 of them
-        # the write enable's net)
-        m.submodules.rem_q = rem_q = WriteAheadFIFO(width=p.beat_bits + beat,
-                                                    depth=max(2, 2 * RB))
-        m.submodules.run_q = run_q = WriteAheadFIFO(width=self.hdr_layout.as_shape().width,
-                                                    depth=4)
-        run = Signal(self.hdr_layout)
-        run_open = Signal()
-        run_next = Signal(A)         # the CU address that continues the run
-        run_win = Signal(range(K))   # the run's window (a run never crosses into another)
-        idle = Signal(range(dp.remote_flush + 1))
-        # run.beats < RB, a register kept with run.beats (the length compare was the start of
-        # the node's critical path, 15.5 ns, into the run queue's enqueue)
-        run_room = Signal(init=1)
-        continues = run_open & (rem.addr == run_next) & (rem.op == run.op) & \
-            (rem.etype == run.etype) & (rem.tracked == run.tracked) & \
-            (rem.wg_id == run.wg_id) & (rem.wf_id == run.wf_id) & run_room
-        if K > 1:
-            continues = continues & (win == run_win)
-        fresh = Signal(self.hdr_layout)
-        m.d.comb += [
-            fresh.dst_gpu.eq(dst_gpu), fresh.src_gpu.eq(gpu_id),
-            fresh.addr.eq(dst_addr), fresh.op.eq(rem.op), fresh.etype.eq(rem.etype),
-            fresh.source.eq(Source.REMOTE), fresh.tracked.eq(rem.tracked),
-            fresh.wg_id.eq(rem.wg_id), fresh.wf_id.eq(rem.wf_id), fresh.beats.eq(1),
-            fresh.seg_beats.eq(1), fresh.stride.eq(0),
-        ]
-        # a store that opens a new run while one is open must also queue the old run's header;
-        # one that continues the run need not, but waits for room too, so that the store
-        # queue's write enable does not hang on the run compare (an address and five fields:
-        # the node's critical path, 14.7 ns, ended on the queue's LUT-RAM write enables).  The
-        # run stays open while it waits (it cannot close into a full run queue either).
-        can_take = rem_q.w_rdy & (~run_open | run_q.w_rdy)
-        take = Signal()
-        m.d.comb += [
-            take.eq(self.remote.valid & rem_ok & can_take),
-            self.remote.ready.eq(~rem_ok | can_take),
-            ev["remote_range"].eq(self.remote.valid & ~rem_ok),
-            rem_q.w_en.eq(take),
-            rem_q.w_data.eq(Cat(rem.data, rem.mask)),
-            run_q.w_data.eq(run),
-        ]
-        with m.If(take):
-            m.d.sync += [idle.eq(0), run_next.eq(rem.addr + beat)]
-            with m.If(continues):
-                m.d.sync += [run.beats.eq(run.beats + 1), run.seg_beats.eq(run.beats + 1),
-                             run_room.eq(run.beats + 1 < RB)]
-            with m.Else():
-                m.d.comb += run_q.w_en.eq(run_open)
-                m.d.sync += [run.eq(fresh), run_open.eq(1), run_room.eq(1 < RB),
-                             run_win.eq(win)]
-        with m.Elif(run_open):
-            # a run never grows past RB beats: not run_room is run.beats == RB
-            with m.If(((idle + 1 >= dp.remote_flush) | ~run_room) & run_q.w_rdy):
-                m.d.comb += run_q.w_en.eq(1)
-                m.d.sync += [run_open.eq(0), idle.eq(0)]
-            with m.Else():
-                m.d.sync += idle.eq(idle + 1)
+            m.d.sync += r_end.eq(regs.rw_next(m, reg["base"]) + regs.rw_next(m, reg["size"]))
+            m.d.comb += [comb.windows[k].base.eq(regs.rw(reg["base"])),
+                         comb.windows[k].end.eq(r_end),
+                         comb.windows[k].dst_gpu.eq(regs.rw(reg["dst_gpu"])),
+                         comb.windows[k].dst_base.eq(regs.rw(reg["dst_base"]))]
+        m.d.comb += [comb.gpu_id.eq(gpu_id), ev["remote_range"].eq(comb.events.remote_range)]
         tx_rem_beat = Signal()
         count(m, cnt["remote_sent"], tx_rem_beat, clear_counters)
 
         # --- packetizer: tiles and remote runs -> tx (dma.packetizer) --------------------------
         m.submodules.packetizer = pk = self.packetizer
         wiring.connect(m, pk.tx, wiring.flipped(self.tx))
+        wiring.connect(m, comb.run_hdr, pk.run_hdr)
+        wiring.connect(m, comb.run_data, pk.run_data)
         m.d.comb += [
             pk.tile_hdr.valid.eq(hdr_q.r_rdy), pk.tile_hdr.payload.eq(hdr_q.r_data),
             hdr_q.r_en.eq(pk.tile_hdr.ready),
             pk.tile_data.valid.eq(data_q.r_rdy), pk.tile_data.payload.eq(data_q.r_data),
             data_q.r_en.eq(pk.tile_data.ready),
-            pk.run_hdr.valid.eq(run_q.r_rdy), pk.run_hdr.payload.eq(run_q.r_data),
-            run_q.r_en.eq(pk.run_hdr.ready),
-            pk.run_data.valid.eq(rem_q.r_rdy), pk.run_data.payload.eq(rem_q.r_data),
-            rem_q.r_en.eq(pk.run_data.ready),
             inc["tiles_sent"].eq(pk.events.tile), inc["remote_packets"].eq(pk.events.run),
             tx_payload_beat.eq(pk.events.tile_beat), tx_rem_beat.eq(pk.events.run_beat),
         ]

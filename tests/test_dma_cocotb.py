@@ -1,17 +1,22 @@
 """The DMA engine's exported Verilog under cocotb (Verilator and Icarus): random command tables
 and trigger orders through the link loopback with backpressure on every port, against the
 golden model and numpy; the link ports driven by cocotbext-axi's AXI4-Stream agents; and the
-send and receive sides' own Verilog (the packetizer, the depacketizer) against their models."""
+send and receive sides' and the write combining's own Verilog (the packetizer, the
+depacketizer, the combiner) against their models."""
 
 import cocotb
 import pytest
 
+import dataclasses
+
+from dma.combiner import Combiner
 from dma.config import DMAParams
 from dma.depacketizer import Depacketizer
 from dma.packetizer import Packetizer
 from dma.rtl import DMAEngine
 from hw.params import T3Params
-from sim.blocks.dma.cocotb_tests import run_axis, run_depacketizer, run_packetizer, run_random
+from sim.blocks.dma.cocotb_tests import (run_axis, run_combiner, run_depacketizer,
+                                         run_packetizer, run_random)
 from sim.harness.runner import run_cocotb
 
 
@@ -33,6 +38,11 @@ async def receive_side_alone(dut):
 @cocotb.test()
 async def send_side_alone(dut):
     await run_packetizer(dut)
+
+
+@cocotb.test()
+async def write_combining_alone(dut):
+    await run_combiner(dut)
 
 
 STALLS = {"trig_pause": 0.3, "remote_pause": 0.3, "resp_pause": 0.2, "rx_pause": 0.2,
@@ -73,4 +83,20 @@ def test_packetizer_cocotb(sim, tmp_path, t3_options, request):
               "pause": 0.3, "tx_stall": 0.3}
     run_cocotb(Packetizer(params, dparams), "t3_dma_packetizer", request.module,
                tmp_path, config=config, testcase="send_side_alone", sim=sim,
+               waves=t3_options.waves)
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("stalls", [(0.0, 0.0), (0.85, 0.4)], ids=["exact", "stalled"])
+def test_combiner_cocotb(sim, stalls, tmp_path, t3_options, request):
+    """The write combining's own Verilog, three windows: random CU stores with pauses, the
+    runs' outputs taken (the runs exactly the model's) or stalled (the scoreboard)."""
+    params = T3Params()
+    dparams = dataclasses.replace(DMAParams(), remote_windows=3, remote_burst=3,
+                                  remote_flush=2)
+    config = {"params": params.to_dict(), "dparams": dparams.to_dict(),
+              "seed": t3_options.seed, "gpu_id": 5, "stores": 1500 if t3_options.soak else 300,
+              "pause": 0.4, "hdr_stall": stalls[0], "data_stall": stalls[1]}
+    run_cocotb(Combiner(params, dparams), "t3_dma_combiner", request.module, tmp_path,
+               config=config, testcase="write_combining_alone", sim=sim,
                waves=t3_options.waves)

@@ -9,7 +9,9 @@ trigger-to-first-beat latency and simulation speed for ``t3 bench dma``;
 :func:`run_depacketizer` drives the receive side alone (:class:`dma.depacketizer.Depacketizer`)
 with random link traffic, framing faults included, against :func:`dma.model.depacketize`;
 :func:`run_packetizer` the send side alone (:class:`dma.packetizer.Packetizer`) with random
-tiles and remote runs, scored by :func:`dma.model.check_packetized`.
+tiles and remote runs, scored by :func:`dma.model.check_packetized`; :func:`run_combiner` the
+write combining alone (:class:`dma.combiner.Combiner`) with random CU stores, against
+:func:`dma.model.combine` and :func:`dma.model.check_combined`.
 
 Configuration (:func:`sim.harness.runner.tb_config`): ``params``, ``dparams``, ``seed``, ``scenario``
 (keyword arguments of :func:`sim.blocks.dma.traffic.random_scenario`), ``env`` (keyword arguments of
@@ -31,7 +33,7 @@ from sim.harness.runner import tb_config
 
 
 __all__ = ["EnvAgent", "run_random", "run_axis", "run_bench", "LinkBeatSource",
-           "LinkBeatSink", "run_depacketizer", "run_packetizer"]
+           "LinkBeatSink", "run_depacketizer", "run_packetizer", "run_combiner"]
 
 
 class EnvAgent:
@@ -376,3 +378,87 @@ async def run_packetizer(dut):
     order = check_packetized(params, dparams, tiles, runs, sink.beats)
     dut._log.info(f"{order.count('tile')} tiles and {order.count('run')} runs, "
                   f"{len(sink.beats)} beats, scored")
+
+
+class PulseWatch:
+    """Bench agent that lists the cycles in which a one-bit output is high, numbered as
+    :class:`sim.harness.agents.StreamSource` numbers a handshake (the edge that ends the
+    cycle)."""
+
+    def __init__(self, signal):
+        self.signal = signal
+        self.cycles = []
+        self._cycle = 0
+
+    def reset(self):
+        pass
+
+    def on_edge(self, cycle):
+        self._cycle = cycle
+
+    def on_settle(self):
+        if self.signal.value:
+            self.cycles.append(self._cycle + 1)
+
+
+async def run_combiner(dut):
+    """The write combining alone: :func:`sim.blocks.dma.traffic.random_remote_stores` into
+    :func:`sim.blocks.dma.traffic.random_windows`, offered with pauses; the runs' headers and
+    beats taken with stalls (``hdr_stall``, ``data_stall``).  Without stalls the runs must be
+    exactly :func:`dma.model.combine`'s for the cycles the stores were taken in, with them
+    :func:`dma.model.check_combined` holds; every dropped store raises ``remote_range`` in the
+    cycle it is taken."""
+    import random
+
+    from dma.combiner import target_layout, target_of
+    from dma.config import header_layout
+    from dma.model import check_combined, combine
+    from dma.packetizer import run_beat_layout
+    from hw.interfaces import Packer, mem_request_layout
+    from sim.blocks.dma.traffic import random_remote_stores, random_windows
+    from sim.harness.agents import StreamSink, StreamSource, random_pauses
+    cfg = tb_config()
+    params, dparams = _params(cfg)
+    rng = random.Random(cfg["seed"])
+    gpu = cfg["gpu_id"]
+    windows = random_windows(params, dparams, rng)
+    stores = random_remote_stores(params, rng, windows, cfg["stores"])
+    want_beats = sum(len(b) for _, b in combine(params, dparams, windows, gpu, stores)[0])
+    dut.gpu_id.value = gpu
+    target = Packer(target_layout(params, dparams))
+    for k, w in enumerate(windows):
+        getattr(dut, f"windows__{k}").value = target.pack(target_of(w))
+    bench = Bench(dut)
+    src = bench.add(StreamSource(dut, "remote", mem_request_layout(params)))
+    src.set_pause_generator(random_pauses(cfg["pause"], cfg["seed"]))
+    for store in stores:
+        src.send_nowait(store)
+    hdrs = bench.add(StreamSink(dut, "run_hdr", header_layout(params, dparams)))
+    beats = bench.add(StreamSink(dut, "run_data", run_beat_layout(params)))
+    stalled = cfg["hdr_stall"] or cfg["data_stall"]
+    hdrs.set_pause_generator(random_pauses(cfg["hdr_stall"], cfg["seed"] + 1))
+    beats.set_pause_generator(random_pauses(cfg["data_stall"], cfg["seed"] + 2))
+    dropped_at = bench.add(PulseWatch(dut.events)).cycles
+    await bench.start()
+    await bench.until(lambda: len(src.sent) == len(stores) and
+                      len(beats.received) >= want_beats and
+                      sum(h["beats"] for _, h in hdrs.received) >= want_beats,
+                      40 * len(stores) + 200)
+    await bench.cycles(2 * dparams.remote_flush + 8)
+    assert sum(h["beats"] for _, h in hdrs.received) == want_beats == len(beats.received), \
+        "more came out than the stores taken"
+    taken_at = [c for c, _ in src.sent]
+    runs, k = [], 0
+    for _, h in hdrs.received:
+        runs.append((h, [(b["data"], b["keep"]) for _, b in beats.received[k:k + h["beats"]]]))
+        k += h["beats"]
+    exact, dropped = combine(params, dparams, windows, gpu, stores, taken_at)
+    if stalled:
+        check_combined(params, dparams, windows, gpu, stores, taken_at, runs)
+    else:
+        assert len(runs) == len(exact), f"{len(runs)} runs, the model {len(exact)}"
+        for r, (g, w) in enumerate(zip(runs, exact)):
+            assert g == w, f"run {r}: {g} != model {w}"
+    assert dropped_at == [taken_at[i] for i in dropped], "remote_range not as the model's drops"
+    dut._log.info(f"{len(stores)} stores, {len(dropped)} dropped, {len(runs)} runs "
+                  f"({len(exact)} without stalls), as the model")

@@ -18,7 +18,8 @@ from nmc.model import lane_dtype
 
 
 __all__ = ["Scenario", "random_scenario", "long_transfer_scenario", "random_values",
-           "LINK_FAULTS", "random_link_beats", "random_packets"]
+           "LINK_FAULTS", "random_link_beats", "random_packets", "random_windows",
+           "random_remote_stores"]
 
 
 @dataclasses.dataclass
@@ -257,3 +258,80 @@ def random_packets(params, rng: random.Random, n, source, max_beats=6):
                               rng.getrandbits(params.beat_bytes) or 1 if remote else full)
                              for _ in range(beats)]))
     return out
+
+
+def random_windows(params, dparams: DMAParams, rng: random.Random, count=None):
+    """``count`` (``remote_windows`` by default) valid remote windows in ascending order, each
+    of 2 to 6 times ``remote_burst`` beats; about half of them start where the one below ends
+    (a run may reach the boundary), and one in four times the highest ends at the top of the
+    address space."""
+    beat, top = params.beat_bytes, 1 << params.addr_bits
+    count = dparams.remote_windows if count is None else count
+    sizes = [beat * dparams.remote_burst * rng.randint(2, 6) for _ in range(count)]
+    gaps = [0 if rng.random() < 0.5 else beat * rng.randint(1, 64) for _ in range(count)]
+    span = sum(sizes) + sum(gaps[1:])
+    if rng.random() < 0.25:
+        base = top - span
+    else:
+        base = beat * rng.randrange(1, (top - span) // beat)
+    windows = []
+    for size, gap in zip(sizes, gaps):
+        base += gap if windows else 0
+        windows.append(RemoteWindow(base, size, rng.randrange(dparams.max_gpus),
+                                    beat * rng.randrange((top - size) // beat + 1)))
+        base += size
+    return check_remotes(params, dparams, windows)
+
+
+def random_remote_stores(params, rng: random.Random, windows, n):
+    """``n`` CU stores (dicts of :func:`hw.interfaces.mem_request_layout`) for the write
+    combining: mostly streams (each store at the last one's next address with its
+    attributes, across a window's boundary too), broken by a store that differs in one
+    attribute only, a jump, a ``READ`` or an address in no window."""
+    beat = params.beat_bytes
+    top = 1 << params.addr_bits
+    fields = {"op": lambda: rng.choice([Op.STORE, Op.UPDATE]).value,
+              "etype": lambda: rng.choice(list(ElemType)).value,
+              "tracked": lambda: rng.randrange(2),
+              "wg_id": lambda: rng.randrange(1 << params.wg_id_bits),
+              "wf_id": lambda: rng.randrange(1 << params.wf_id_bits)}
+
+    def anywhere():
+        w = rng.choice(windows)
+        return w.src_base + beat * rng.randrange(w.size // beat)
+
+    def outside():
+        while True:
+            addr = beat * rng.randrange(top // beat)
+            if not inside(addr):
+                return addr
+
+    def inside(addr):
+        return any(w.src_base <= addr < w.src_base + w.size for w in windows)
+
+    stores, last = [], None
+    for _ in range(n):
+        store = {"data": rng.getrandbits(params.beat_bits),
+                 "mask": rng.getrandbits(beat) or 1, "stream": 0, "source": 0, "tag": 0,
+                 **{k: f() for k, f in fields.items()}}
+        if last is not None and not inside(last["addr"] + beat) and rng.random() < 0.9:
+            last = None             # a stream that leaves its windows mostly ends there
+        go_on = last is not None and last["addr"] + beat < top
+        roll = rng.random()
+        if go_on and roll < 0.75:
+            store.update({k: last[k] for k in fields}, addr=last["addr"] + beat)
+        elif go_on and roll < 0.83:
+            store.update({k: last[k] for k in fields}, addr=last["addr"] + beat)
+            field = rng.choice(list(fields))
+            while store[field] == last[field]:
+                store[field] = fields[field]()
+        elif roll < 0.05 or 0.83 <= roll < 0.88:
+            store["addr"] = outside()
+        elif 0.88 <= roll < 0.92:
+            store.update(op=Op.READ.value, addr=anywhere())
+        else:
+            store["addr"] = anywhere()
+        stores.append(store)
+        if store["op"] != Op.READ.value:
+            last = store
+    return stores
