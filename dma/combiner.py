@@ -68,7 +68,9 @@ class Combiner(wiring.Component):
     it is full or after ``remote_flush`` cycles in which no store was taken: a run whose last
     store was taken in cycle ``c`` closes in cycle ``c + remote_flush`` (the run queue having
     room) and its header is on ``run_hdr`` from ``c + remote_flush + 2``; a full run closes
-    in the cycle after its last store.  ``remote.ready`` is high while the store queue has
+    in the cycle after its last store; a run due to close while the run queue is full closes
+    in the first cycle the queue has room (and takes the stores that continue it until
+    then).  ``remote.ready`` is high while the store queue has
     room and, while a run is open, the run queue too (a store that continues the run waits for
     it as one that closes it does); with both outputs taken one store a cycle.  Queues: the
     stores ``2 * remote_burst`` beats (at least 2), the runs' headers 4.
@@ -176,6 +178,8 @@ class Combiner(wiring.Component):
             with m.If(((idle + 1 >= dp.remote_flush) | ~run_room) & run_q.w_rdy):
                 m.d.comb += run_q.w_en.eq(1)
                 m.d.sync += [run_open.eq(0), idle.eq(0)]
-            with m.Else():
+            with m.Elif(idle + 1 < dp.remote_flush):
+                # idle stops at the flush: a run held past it by a full run queue closes in
+                # the first cycle the queue has room (counting on, it would wrap and wait again)
                 m.d.sync += idle.eq(idle + 1)
         return m

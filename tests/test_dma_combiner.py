@@ -26,12 +26,12 @@ GPU = 5
 
 
 def run(dp, windows, stores, *, pause=0.0, hdr_stall=0.0, data_stall=0.0, seed=0,
-        max_cycles=50_000):
+        hdr_from=0, max_cycles=50_000):
     """Offer ``stores`` on ``remote`` (each held until taken; pauses delay new offers), take
     ``run_hdr`` and ``run_data`` under stalls, until every store in a window has left.
     Returns ``(runs, taken_at, dropped_at, hdr_at, cycles)``: the runs assembled from the two
     outputs, the cycle each store was taken in, the cycles of the ``remote_range`` events, the
-    cycle each header was taken in."""
+    cycle each header was taken in.  ``run_hdr`` is not taken before cycle ``hdr_from``."""
     dut = Combiner(P, dp)
     rng = random.Random(seed)
     req = mem_request_layout(P)
@@ -51,7 +51,8 @@ def run(dp, windows, stores, *, pause=0.0, hdr_stall=0.0, data_stall=0.0, seed=0
                 ctx.set(dut.remote.payload, req.const(stores[nxt]))
                 offering = True
             ctx.set(dut.remote.valid, offering)
-            ready = {"run_hdr": rng.random() >= hdr_stall, "run_data": rng.random() >= data_stall}
+            ready = {"run_hdr": rng.random() >= hdr_stall and cycle >= hdr_from,
+                     "run_data": rng.random() >= data_stall}
             for name, r in ready.items():
                 port = getattr(dut, name)
                 ctx.set(port.ready, r)
@@ -192,3 +193,16 @@ def test_a_window_at_the_top_of_the_address_space():
     runs, taken_at, dropped_at, _, _ = run(DP, [w], stores)
     assert [(h["addr"], len(b)) for h, b in runs] == [(0x100, 4)]
     assert dropped_at == [taken_at[4]]
+
+
+@pytest.mark.parametrize("hold", range(10, 30, 3))
+def test_a_run_held_past_its_flush_closes_when_there_is_room(hold):
+    """Five runs of one store each (the attributes change) fill the run queue with four
+    headers while the fifth run is open; ``run_hdr`` is not taken for ``hold`` cycles, long
+    past the fifth run's flush.  The fifth run closes as soon as the queue has room: the five
+    headers leave one a cycle from ``hold`` on, however long the hold was."""
+    w = RemoteWindow(0x1000, 0x1000, 3, 0x8000)
+    stores = [dict(s, wg_id=i) for i, s in enumerate(_stream(w, 5))]
+    runs, taken_at, _, hdr_at, _ = run(DP, [w], stores, hdr_from=hold)
+    assert taken_at == list(range(5)) and [len(b) for _, b in runs] == [1] * 5
+    assert hdr_at == list(range(hold, hold + 5))
