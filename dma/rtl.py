@@ -8,15 +8,16 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from hw.csr import RegisterFile, count, csr_signature
-from hw.interfaces import (ElemType, Op, Source, Stream, link_signature, mem_request_layout,
-                           popcount, request_signature, response_signature, trigger_layout)
+from hw.interfaces import (Op, Source, link_signature, popcount, request_signature,
+                           response_signature, trigger_layout)
 from hw.params import T3Params
-from hw.pipeline import SkidBuffer, WriteAheadFIFO
+from hw.pipeline import SkidBuffer
 from .config import (MODE, DMAParams, dma_registers, header_layout,
                      remote_register, window_layout)
 from .combiner import Combiner
 from .depacketizer import RX_EVENTS, Depacketizer
 from .packetizer import Packetizer
+from .reader import TileReader
 
 
 __all__ = ["DMAEngine", "COUNTER_BITS", "FIRST_BEAT_LATENCY"]
@@ -104,14 +105,11 @@ class DMAEngine(wiring.Component):
         self.trig_layout = trigger_layout(params, dparams.commands)
         dparams.check_against(params)
         self.hdr_layout = header_layout(params, dparams)
-        #: the read credit's state, for the proof of its invariant (not ports; the
-        #: ``DMACreditSpec`` of ``tests/test_formal.py``): the beats reserved (reads issued,
-        #: their beats not yet sent), the read waiting at the memory port, the payload buffer,
-        #: the next read response's tag expected
-        self.reserved = Signal(range(dparams.buffer_beats + 1), name="reserved")
-        self.rd_v = Signal(name="rd_v")
-        self.data_q = SyncFIFOBuffered(width=params.beat_bits, depth=dparams.buffer_beats)
-        self.exp_tag = Signal(max(1, params.tag_bits), name="exp_tag")
+        #: the tile reader, and its read credit's state for the proof of its invariant (not
+        #: ports; the ``DMACreditSpec`` of ``tests/test_formal.py``)
+        self.reader = TileReader(params, dparams)
+        self.reserved, self.rd_v = self.reader.reserved, self.reader.rd_v
+        self.data_q, self.exp_tag = self.reader.data_q, self.reader.exp_tag
         #: the send side and the receive side (the latter's slice, ``depacketizer.slice``, is
         #: state the proofs read)
         self.packetizer = Packetizer(params, dparams)
@@ -132,9 +130,8 @@ class DMAEngine(wiring.Component):
         m = Module()
         p, dp, regs = self.params, self.dparams, self.regfile
         n, G = dp.commands, dp.max_granularity
-        boff, beat = p.beat_offset_bits, p.beat_bytes
+        boff = p.beat_offset_bits
         A = p.addr_bits
-        all_keep = (1 << beat) - 1
 
         # --- registers and statistics ---------------------------------------------------
         cnt = {name: Signal(COUNTER_BITS, name=f"cnt_{name}") for name in (
@@ -341,82 +338,15 @@ class DMAEngine(wiring.Component):
             refused.append(regs.lock(m, [f"cmd{c}_{f}" for f in cmd_fields], busy))
         m.d.comb += ev["cmd_busy"].eq(Cat(*refused).any())
 
-        # --- address generator: job -> header queue + beat reads ------------------------------
-        m.submodules.hdr_q = hdr_q = WriteAheadFIFO(
-            width=self.hdr_layout.as_shape().width, depth=2)
-        credit_bits = range(dp.buffer_beats + 1)
-        reserved = self.reserved
-        ag_busy = Signal()
-        ag_addr = Signal(A, name="ag_addr")
-        ag_in_seg = Signal(dp.len_bits)
-        ag_seg_beats = Signal(dp.len_bits)
-        ag_stride = Signal(A)
-        ag_left = Signal(dp.len_bits)
-        # the issue's decisions from registers kept a beat ahead (the segment compare and the
-        # next segment's sum were the node's critical path, 15.0 ns, into the enables of the
-        # address registers): ag_seg_end is ag_in_seg + 1 == ag_seg_beats, ag_last is
-        # ag_left == 1, ag_seg_next is the next segment's first address
-        ag_seg_end, ag_last = Signal(name="ag_seg_end"), Signal(name="ag_last")
-        ag_seg_next = Signal(A, name="ag_seg_next")
-
-        rd_v = self.rd_v
-        rd_addr = Signal(A)
-        rd_tag = Signal(max(1, p.tag_bits))
-        rd_taken = Signal()
-        tx_payload_beat = Signal()
-
-        m.d.comb += job_taken.eq(job_v & ~ag_busy & hdr_q.w_rdy)
-        m.d.comb += [hdr_q.w_en.eq(job_taken), hdr_q.w_data.eq(job)]
-        with m.If(job_taken):
-            m.d.sync += [
-                ag_busy.eq(1), ag_addr.eq(job_src), ag_in_seg.eq(0),
-                ag_seg_beats.eq(job.seg_beats), ag_stride.eq(job.stride),
-                ag_left.eq(job.beats),
-                ag_seg_end.eq(job.seg_beats == 1), ag_last.eq(job.beats == 1),
-                ag_seg_next.eq(job_src + job.stride),
-            ]
-        issue = Signal()
-        room = Signal(init=1)       # reserved < buffer_beats, kept with reserved
-        m.d.comb += issue.eq(ag_busy & (~rd_v | rd_taken) & room)
-        with m.If(issue):
-            m.d.sync += [rd_v.eq(1), rd_addr.eq(ag_addr), rd_tag.eq(rd_tag + 1),
-                         ag_left.eq(ag_left - 1), ag_last.eq(ag_left == 2)]
-            with m.If(ag_seg_end):
-                m.d.sync += [ag_in_seg.eq(0), ag_addr.eq(ag_seg_next),
-                             ag_seg_next.eq(ag_seg_next + ag_stride),
-                             ag_seg_end.eq(ag_seg_beats == 1)]
-            with m.Else():
-                m.d.sync += [ag_in_seg.eq(ag_in_seg + 1), ag_addr.eq(ag_addr + beat),
-                             ag_seg_end.eq(ag_in_seg + 2 == ag_seg_beats)]
-            with m.If(ag_last):
-                m.d.sync += ag_busy.eq(0)
-        with m.Elif(rd_taken):
-            m.d.sync += rd_v.eq(0)
-        reserved_next = Signal(credit_bits)
-        m.d.comb += reserved_next.eq(reserved + issue - tx_payload_beat)
-        m.d.sync += [reserved.eq(reserved_next), room.eq(reserved_next < dp.buffer_beats)]
-        count(m, cnt["reads"], issue, clear_counters)
-
-        # --- read responses -> payload buffer ------------------------------------------------
-        m.submodules.data_q = data_q = self.data_q
-        exp_tag = self.exp_tag
-        # the tag issued with a read is the value of rd_tag before the increment
-        # A response whose tag is not the next one expected is an extra (a duplicate) or
-        # follows a lost one: it is taken and dropped, so no tile carries a beat that belongs
-        # elsewhere; after a lost response every later one is dropped too and the engine's
-        # tiles wait (status.resp_order tells the host), rather than shift.
-        in_order = Signal()
+        # --- tile reader: job -> header queue, beat reads, payload buffer (dma.reader) ---------
+        m.submodules.reader = rdr = self.reader
         m.d.comb += [
-            in_order.eq(self.resp.payload.tag == exp_tag),
-            data_q.w_data.eq(self.resp.payload.data),
-            data_q.w_en.eq(self.resp.valid & in_order),
-            self.resp.ready.eq(data_q.w_rdy | ~in_order),
+            rdr.job.valid.eq(job_v), rdr.job.payload.hdr.eq(job), rdr.job.payload.src.eq(job_src),
+            job_taken.eq(job_v & rdr.job.ready),
+            ev["resp_order"].eq(rdr.events.resp_order), ev["mem_error"].eq(rdr.events.mem_error),
         ]
-        with m.If(self.resp.valid & ~in_order):
-            m.d.comb += ev["resp_order"].eq(1)
-        with m.If(self.resp.valid & in_order & data_q.w_rdy):
-            m.d.sync += exp_tag.eq(exp_tag + 1)
-            m.d.comb += ev["mem_error"].eq(self.resp.payload.error)
+        wiring.connect(m, wiring.flipped(self.resp), rdr.resp)
+        count(m, cnt["reads"], rdr.events.read, clear_counters)
 
         # --- remote stores: window check and write combining (dma.combiner) -------------------
         m.submodules.combiner = comb = self.combiner
@@ -441,14 +371,12 @@ class DMAEngine(wiring.Component):
         m.submodules.packetizer = pk = self.packetizer
         wiring.connect(m, pk.tx, wiring.flipped(self.tx))
         wiring.connect(m, comb.run_hdr, pk.run_hdr)
+        wiring.connect(m, rdr.tile_hdr, pk.tile_hdr)
+        wiring.connect(m, rdr.tile_data, pk.tile_data)
         wiring.connect(m, comb.run_data, pk.run_data)
         m.d.comb += [
-            pk.tile_hdr.valid.eq(hdr_q.r_rdy), pk.tile_hdr.payload.eq(hdr_q.r_data),
-            hdr_q.r_en.eq(pk.tile_hdr.ready),
-            pk.tile_data.valid.eq(data_q.r_rdy), pk.tile_data.payload.eq(data_q.r_data),
-            data_q.r_en.eq(pk.tile_data.ready),
             inc["tiles_sent"].eq(pk.events.tile), inc["remote_packets"].eq(pk.events.run),
-            tx_payload_beat.eq(pk.events.tile_beat), tx_rem_beat.eq(pk.events.run_beat),
+            tx_rem_beat.eq(pk.events.run_beat),
         ]
         tx_hs = Signal()
         m.d.comb += tx_hs.eq(self.tx.tvalid & self.tx.tready)
@@ -481,23 +409,18 @@ class DMAEngine(wiring.Component):
         prefer_rx = Signal()
         mem_lock, mem_lock_rx = Signal(name="mem_lock"), Signal(name="mem_lock_rx")
         pick_rx = Signal()
+        rd_v = rdr.read.valid
         m.d.comb += pick_rx.eq(Mux(mem_lock, mem_lock_rx, rxq_v & (prefer_rx | ~rd_v)))
-        read_req = Signal(mem_request_layout(p))
-        m.d.comb += [
-            read_req.addr.eq(rd_addr), read_req.op.eq(Op.READ), read_req.stream.eq(Stream.COMM),
-            read_req.source.eq(Source.DMA), read_req.mask.eq(all_keep),
-            read_req.etype.eq(ElemType.FP16), read_req.tag.eq(rd_tag - 1),
-        ]
         with m.If(pick_rx):
             m.d.comb += [mem.valid.eq(rxq_v), mem.payload.eq(rxq)]
         with m.Else():
-            m.d.comb += [mem.valid.eq(rd_v), mem.payload.eq(read_req)]
+            m.d.comb += [mem.valid.eq(rd_v), mem.payload.eq(rdr.read.payload)]
         m.d.sync += [mem_lock.eq(mem.valid & ~mem.ready), mem_lock_rx.eq(pick_rx)]
         with m.If(mem.valid & mem.ready):
             m.d.sync += prefer_rx.eq(~pick_rx)
         m.d.comb += [
             rxq_taken.eq(pick_rx & rxq_v & mem.ready),
-            rd_taken.eq(~pick_rx & rd_v & mem.ready),
+            rdr.read.ready.eq(~pick_rx & mem.ready),
         ]
         count(m, cnt["beats_received"], rxq_taken, clear_counters)
         return m

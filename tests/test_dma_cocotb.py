@@ -1,8 +1,8 @@
 """The DMA engine's exported Verilog under cocotb (Verilator and Icarus): random command tables
 and trigger orders through the link loopback with backpressure on every port, against the
 golden model and numpy; the link ports driven by cocotbext-axi's AXI4-Stream agents; and the
-send and receive sides' and the write combining's own Verilog (the packetizer, the
-depacketizer, the combiner) against their models."""
+send and receive sides', the write combining's and the tile reader's own Verilog (the
+packetizer, the depacketizer, the combiner, the reader) against their models."""
 
 import cocotb
 import pytest
@@ -13,10 +13,11 @@ from dma.combiner import Combiner
 from dma.config import DMAParams
 from dma.depacketizer import Depacketizer
 from dma.packetizer import Packetizer
+from dma.reader import TileReader
 from dma.rtl import DMAEngine
 from hw.params import T3Params
 from sim.blocks.dma.cocotb_tests import (run_axis, run_combiner, run_depacketizer,
-                                         run_packetizer, run_random)
+                                         run_packetizer, run_random, run_reader)
 from sim.harness.runner import run_cocotb
 
 
@@ -43,6 +44,11 @@ async def send_side_alone(dut):
 @cocotb.test()
 async def write_combining_alone(dut):
     await run_combiner(dut)
+
+
+@cocotb.test()
+async def tile_reader_alone(dut):
+    await run_reader(dut)
 
 
 STALLS = {"trig_pause": 0.3, "remote_pause": 0.3, "resp_pause": 0.2, "rx_pause": 0.2,
@@ -100,3 +106,16 @@ def test_combiner_cocotb(sim, stalls, tmp_path, t3_options, request):
     run_cocotb(Combiner(params, dparams), "t3_dma_combiner", request.module, tmp_path,
                config=config, testcase="write_combining_alone", sim=sim,
                waves=t3_options.waves)
+
+
+@pytest.mark.cocotb
+def test_reader_cocotb(sim, tmp_path, t3_options, request):
+    """The tile reader's own Verilog: random tiles with pauses, an in-order memory of random
+    latency under stalls, the headers and the payload taken under stalls."""
+    params, dparams = T3Params(), DMAParams()
+    config = {"params": params.to_dict(), "dparams": dparams.to_dict(),
+              "seed": t3_options.seed, "tiles": 200 if t3_options.soak else 40,
+              "pause": 0.3, "read_stall": 0.3, "resp_pause": 0.2, "hdr_stall": 0.3,
+              "data_stall": 0.5, "latency": [1, 40]}
+    run_cocotb(TileReader(params, dparams), "t3_dma_reader", request.module, tmp_path,
+               config=config, testcase="tile_reader_alone", sim=sim, waves=t3_options.waves)

@@ -11,13 +11,15 @@ with random link traffic, framing faults included, against :func:`dma.model.depa
 :func:`run_packetizer` the send side alone (:class:`dma.packetizer.Packetizer`) with random
 tiles and remote runs, scored by :func:`dma.model.check_packetized`; :func:`run_combiner` the
 write combining alone (:class:`dma.combiner.Combiner`) with random CU stores, against
-:func:`dma.model.combine` and :func:`dma.model.check_combined`.
+:func:`dma.model.combine` and :func:`dma.model.check_combined`; :func:`run_reader` the tile
+reader alone (:class:`dma.reader.TileReader`) with random tiles and an in-order memory.
 
 Configuration (:func:`sim.harness.runner.tb_config`): ``params``, ``dparams``, ``seed``, ``scenario``
 (keyword arguments of :func:`sim.blocks.dma.traffic.random_scenario`), ``env`` (keyword arguments of
 :class:`sim.blocks.dma.env.DMAEnv`), ``out`` (JSON result file, for the command line).
 """
 
+import collections
 import json
 import time
 
@@ -33,7 +35,8 @@ from sim.harness.runner import tb_config
 
 
 __all__ = ["EnvAgent", "run_random", "run_axis", "run_bench", "LinkBeatSource",
-           "LinkBeatSink", "run_depacketizer", "run_packetizer", "run_combiner"]
+           "LinkBeatSink", "run_depacketizer", "run_packetizer", "run_combiner",
+           "InOrderMemory", "run_reader"]
 
 
 class EnvAgent:
@@ -381,13 +384,13 @@ async def run_packetizer(dut):
 
 
 class PulseWatch:
-    """Bench agent that lists the cycles in which a one-bit output is high, numbered as
+    """Bench agent that lists the cycles in which an output is not zero, numbered as
     :class:`sim.harness.agents.StreamSource` numbers a handshake (the edge that ends the
-    cycle)."""
+    cycle), and its values then."""
 
     def __init__(self, signal):
         self.signal = signal
-        self.cycles = []
+        self.cycles, self.values = [], []
         self._cycle = 0
 
     def reset(self):
@@ -397,8 +400,10 @@ class PulseWatch:
         self._cycle = cycle
 
     def on_settle(self):
-        if self.signal.value:
+        value = int(self.signal.value)
+        if value:
             self.cycles.append(self._cycle + 1)
+            self.values.append(value)
 
 
 async def run_combiner(dut):
@@ -462,3 +467,99 @@ async def run_combiner(dut):
     assert dropped_at == [taken_at[i] for i in dropped], "remote_range not as the model's drops"
     dut._log.info(f"{len(stores)} stores, {len(dropped)} dropped, {len(runs)} runs "
                   f"({len(exact)} without stalls), as the model")
+
+
+class InOrderMemory:
+    """Bench agent: a memory that takes requests on the stream ``prefix`` (``read``) under
+    stalls and answers each on ``resp`` (a :class:`sim.harness.agents.StreamSource`) after a
+    random latency in ``latency`` cycles, in order, with ``answer(request)`` (a response
+    dict).  ``requests`` lists the requests taken."""
+
+    def __init__(self, dut, request_layout, resp, answer, latency, seed, stall=0.0,
+                 prefix="read"):
+        import random
+
+        from sim.harness.agents import StreamSink, random_pauses
+        self.sink = StreamSink(dut, prefix, request_layout)
+        self.sink.set_pause_generator(random_pauses(stall, seed))
+        self.resp, self.answer, self.latency = resp, answer, latency
+        self.rng = random.Random(seed)
+        self.due = collections.deque()
+        self.requests = []
+        self._cycle = 0
+
+    def reset(self):
+        self.sink.reset()
+
+    def on_edge(self, cycle):
+        self._cycle = cycle
+        self.sink.on_edge(cycle)
+        while len(self.requests) < len(self.sink.received):
+            request = self.sink.received[len(self.requests)][1]
+            self.requests.append(request)
+            last = self.due[-1][0] if self.due else 0
+            self.due.append((max(last, cycle + self.rng.randint(*self.latency)),
+                             self.answer(request)))
+        while self.due and self.due[0][0] <= cycle:
+            self.resp.send_nowait(self.due.popleft()[1])
+
+    def on_settle(self):
+        self.sink.on_settle()
+
+
+async def run_reader(dut):
+    """The tile reader alone: :func:`sim.blocks.dma.traffic.random_jobs` offered with pauses,
+    the reads taken under stalls by an :class:`InOrderMemory` of
+    :func:`sim.blocks.dma.traffic.address_beat`, the headers and the payload taken under
+    stalls; the headers in order, every read where :func:`dma.model.packet_addresses` puts the
+    tile's beats (its fields and tag), the payload the memory's beats in order."""
+    import random
+
+    from dma.config import header_layout
+    from dma.model import packet_addresses
+    from dma.reader import job_layout
+    from amaranth.lib import data
+
+    from hw.interfaces import ElemType, Op, Packer, Source, Stream, mem_request_layout, \
+        mem_response_layout
+    from sim.blocks.dma.traffic import address_beat, random_jobs
+    from sim.harness.agents import StreamSink, StreamSource, random_pauses
+    cfg = tb_config()
+    params, dparams = _params(cfg)
+    jobs = random_jobs(params, random.Random(cfg["seed"]), cfg["tiles"])
+    hdr_packer = Packer(header_layout(params, dparams))
+    bench = Bench(dut)
+    src = bench.add(StreamSource(dut, "job", job_layout(params, dparams)))
+    src.set_pause_generator(random_pauses(cfg["pause"], cfg["seed"]))
+    for header, addr in jobs:
+        src.send_nowait({"hdr": hdr_packer.pack(header), "src": addr})
+    resp = StreamSource(dut, "resp", mem_response_layout(params))
+    resp.set_pause_generator(random_pauses(cfg["resp_pause"], cfg["seed"] + 1))
+    memory = bench.add(InOrderMemory(
+        dut, mem_request_layout(params), resp,
+        lambda r: {"data": address_beat(params, r["addr"]), "tag": r["tag"],
+                   "op": Op.READ.value, "stream": Stream.COMM.value},
+        cfg["latency"], cfg["seed"] + 2, stall=cfg["read_stall"]))
+    bench.add(resp)
+    hdrs = bench.add(StreamSink(dut, "tile_hdr", header_layout(params, dparams)))
+    hdrs.set_pause_generator(random_pauses(cfg["hdr_stall"], cfg["seed"] + 3))
+    beats = bench.add(StreamSink(dut, "tile_data", data.StructLayout({"data": params.beat_bits})))
+    events = bench.add(PulseWatch(dut.events))
+    beats.set_pause_generator(random_pauses(cfg["data_stall"], cfg["seed"] + 4))
+    addrs = [a for h, s in jobs for a in packet_addresses(params, dict(h, addr=s))]
+    await bench.start()
+    await bench.until(lambda: len(beats.received) >= len(addrs), 60 * len(addrs) + 200)
+    await bench.cycles(20)
+    assert [h for _, h in hdrs.received] == [h for h, _ in jobs], "headers differ"
+    assert len(memory.requests) == len(addrs), f"{len(memory.requests)} reads, {len(addrs)} beats"
+    for k, (r, a) in enumerate(zip(memory.requests, addrs)):
+        assert (r["addr"], r["op"], r["stream"], r["source"], r["mask"], r["etype"], r["tag"]) \
+            == (a, Op.READ.value, Stream.COMM.value, Source.DMA.value,
+                (1 << params.beat_bytes) - 1, ElemType.FP16.value,
+                k % (1 << params.tag_bits)), f"read {k}: {r}"
+    got = [b["data"] for _, b in beats.received]
+    assert got == [address_beat(params, a) for a in addrs], "payload differs"
+    # events: bit 0 a read issued, bits 1 and 2 a response out of order or with an error
+    assert sum(v & 1 for v in events.values) == len(addrs) and \
+        not any(v & 6 for v in events.values), "events other than the reads"
+    dut._log.info(f"{len(jobs)} tiles, {len(addrs)} reads and beats, as the model")

@@ -19,7 +19,7 @@ from nmc.model import lane_dtype
 
 __all__ = ["Scenario", "random_scenario", "long_transfer_scenario", "random_values",
            "LINK_FAULTS", "random_link_beats", "random_packets", "random_windows",
-           "random_remote_stores"]
+           "random_remote_stores", "random_jobs", "address_beat"]
 
 
 @dataclasses.dataclass
@@ -335,3 +335,21 @@ def random_remote_stores(params, rng: random.Random, windows, n):
         if store["op"] != Op.READ.value:
             last = store
     return stores
+
+
+def random_jobs(params, rng: random.Random, n, max_beats=12):
+    """``n`` tiles for the tile reader (:class:`dma.reader.TileReader`): ``(header, src)``,
+    a tile's header of :func:`random_packets` (any segments and strides) and a source address
+    from which all its beats lie inside the address space."""
+    jobs = []
+    for header, _ in random_packets(params, rng, n, Source.DMA, max_beats=max_beats):
+        span = header["beats"] * (header["stride"] + params.beat_bytes)
+        src = params.beat_bytes * rng.randrange(((1 << params.addr_bits) - span) //
+                                                params.beat_bytes)
+        jobs.append((header, src))
+    return jobs
+
+
+def address_beat(params, addr):
+    """A memory's beat at ``addr`` that names its address (for a reader's test memory)."""
+    return (addr * 0x9E3779B97F4A7C15 + 1) % (1 << params.beat_bits)
