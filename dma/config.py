@@ -157,11 +157,12 @@ class DMAParams:
     def check_against(self, params: T3Params):
         """Refuse a geometry whose link header does not fit one beat of ``params``, and tags
         too narrow to check the read responses (the engine drops a response whose tag is not
-        the next one expected; without tags an extra or lost response would go unnoticed and
-        shift every later beat)."""
-        if params.tag_bits < 1:
+        the next one expected and tells a duplicate, the last tag again, from a lost response,
+        any other: with one bit the two are the same tag, and without tags an extra or lost
+        response would go unnoticed and shift every later beat)."""
+        if params.tag_bits < 2:
             raise ValueError(f"the DMA engine checks its read responses by tag: tag_bits must "
-                             f"be at least 1, not {params.tag_bits}")
+                             f"be at least 2, not {params.tag_bits}")
         size = header_layout(params, self).size + HEADER_CHECK_BITS
         if size > params.beat_bits:
             raise ValueError(f"the link header needs {size} bits, more than one beat of "

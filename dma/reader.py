@@ -50,10 +50,12 @@ class TileReader(wiring.Component):
         last one's start), ``stream = COMM``, ``source = DMA``, every byte, ``tag`` the read's
         sequence number (mod ``2 ** tag_bits``).  Held until taken.
     resp : In(stream.Signature(memory response))
-        The reads' responses, **in issue order**.  One whose tag is not the next expected (a
-        duplicate, or one after a lost response) is taken and dropped with
-        ``events.resp_order``: no tile carries a beat that belongs elsewhere (after a lost
-        response the tiles wait).  ``resp.ready`` is high whenever the payload buffer has room,
+        The reads' responses, **in issue order**.  One whose tag is not the next expected is
+        taken and dropped with ``events.resp_order``: no tile carries a beat that belongs
+        elsewhere.  The last response taken again (a duplicate) is only dropped; any other
+        tag means a response was lost, and from then on every response is dropped and the
+        tiles wait, until reset (the tags alone could not tell a later response from the
+        lost one: ``buffer_beats`` reads may be in flight).  ``resp.ready`` is high whenever the payload buffer has room,
         which the read credit guarantees.
     tile_data : Out(stream.Signature(``beat_bits``))
         The payload beats, in order (the payload buffer, ``buffer_beats`` deep).
@@ -78,11 +80,14 @@ class TileReader(wiring.Component):
         self.hdr_layout = header_layout(params, dparams)
         #: the read credit's state, for the proof of its invariant (``DMACreditSpec`` of
         #: ``tests/test_formal.py``): the beats reserved (reads issued, their beats not yet
-        #: sent), the read waiting at ``read``, the payload buffer, the next response's tag
+        #: sent), the read waiting at ``read``, the payload buffer, the next response's tag,
+        #: whether a response was lost
         self.reserved = Signal(range(dparams.buffer_beats + 1), name="reserved")
         self.rd_v = Signal(name="rd_v")
         self.data_q = SyncFIFOBuffered(width=params.beat_bits, depth=dparams.buffer_beats)
         self.exp_tag = Signal(max(1, params.tag_bits), name="exp_tag")
+        #: a response was lost: every later one is dropped
+        self.lost = Signal(name="lost")
         super().__init__({
             "job":       In(stream.Signature(job_layout(params, dparams))),
             "tile_hdr":  Out(stream.Signature(self.hdr_layout)),
@@ -169,13 +174,19 @@ class TileReader(wiring.Component):
         # --- read responses -> payload buffer ----------------------------------------------------
         m.submodules.data_q = data_q = self.data_q
         exp_tag = self.exp_tag
-        # A response whose tag is not the next one expected is an extra (a duplicate) or
-        # follows a lost one: it is taken and dropped, so no tile carries a beat that belongs
-        # elsewhere; after a lost response every later one is dropped too and the engine's
-        # tiles wait (status.resp_order tells the host), rather than shift.
-        in_order = Signal()
+        # A response whose tag is not the next one expected is taken and dropped, so no tile
+        # carries a beat that belongs elsewhere.  The last one taken again is a duplicate;
+        # any other means a response was lost (or its tag corrupted): from then on every
+        # response is dropped and the tiles wait (status.resp_order tells the host) until
+        # reset.  Were the later ones only compared, the 2**tag_bits-th response after the
+        # lost one would carry its tag and be taken in its place (buffer_beats reads may be
+        # in flight, more than the tags).
+        in_order, lost = Signal(), self.lost
+        tag = self.resp.payload.tag
+        with m.If(self.resp.valid & (tag != exp_tag) & (tag != (exp_tag - 1)[:len(exp_tag)])):
+            m.d.sync += lost.eq(1)
         m.d.comb += [
-            in_order.eq(self.resp.payload.tag == exp_tag),
+            in_order.eq((tag == exp_tag) & ~lost),
             data_q.w_data.eq(self.resp.payload.data),
             data_q.w_en.eq(self.resp.valid & in_order),
             self.resp.ready.eq(data_q.w_rdy | ~in_order),

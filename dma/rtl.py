@@ -65,9 +65,10 @@ class DMAEngine(wiring.Component):
         take turns (round robin); a request offered on ``mem`` holds until taken.
     resp : In(stream.Signature(memory response))
         Responses to the DMA's reads, **in issue order** (the memory controller's queue and the
-        DRAM are in order); a response whose tag is not the next expected (a duplicate, or one
-        after a lost response) is taken and dropped with ``status.resp_order``: no tile
-        carries a beat that belongs elsewhere (after a lost response the tiles wait).  ``resp.ready`` is high whenever the payload buffer has room,
+        DRAM are in order); a response whose tag is not the next expected is taken and dropped
+        with ``status.resp_order``: no tile carries a beat that belongs elsewhere (a duplicate
+        shifts nothing; after a lost response the tiles wait until reset; see
+        :class:`dma.reader.TileReader`).  ``resp.ready`` is high whenever the payload buffer has room,
         which the read credits guarantee: reads in flight plus buffered beats never exceed
         ``buffer_beats``.
     tx : Out(link_signature)
@@ -110,6 +111,7 @@ class DMAEngine(wiring.Component):
         self.reader = TileReader(params, dparams)
         self.reserved, self.rd_v = self.reader.reserved, self.reader.rd_v
         self.data_q, self.exp_tag = self.reader.data_q, self.reader.exp_tag
+        self.resp_lost = self.reader.lost
         #: the send side and the receive side (the latter's slice, ``depacketizer.slice``, is
         #: state the proofs read)
         self.packetizer = Packetizer(params, dparams)

@@ -226,3 +226,17 @@ def test_a_full_header_queue_holds_the_jobs():
     seen = run(DP, jobs, hdr_from=40)
     assert seen["hdr"] == [h for h, _ in jobs]
     assert seen["job_at"][1] < 40 <= seen["job_at"][2]
+
+
+@pytest.mark.parametrize("lost", [5, 40])
+def test_after_a_lost_response_the_tiles_wait_however_many_reads_follow(lost):
+    """A read never answered with ``buffer_beats`` (32) reads after it, twice the tags there
+    are (``tag_bits`` 4): the 16th response after the lost one carries the lost one's tag and
+    must not be taken in its place.  Nothing after the loss leaves, every later response is
+    dropped with ``resp_order``."""
+    jobs = random_jobs(P, random.Random(13), 24, max_beats=8)
+    assert sum(h["beats"] for h, _ in jobs) > lost + DP.buffer_beats
+    seen = run(DP, jobs, fault=("lose", lost), latency=(1, 4), seed=13)
+    assert seen["data"] == [address_beat(P, a) for a in want_reads(jobs)][:lost]
+    assert len(seen["reads"]) >= lost + 1 + (1 << P.tag_bits)
+    assert len(seen["events"]["resp_order"]) == len(seen["reads"]) - lost - 1

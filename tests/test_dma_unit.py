@@ -109,7 +109,7 @@ def test_random_loopback(seed, t3_options):
 
 
 @pytest.mark.parametrize("params, dparams", [
-    (T3Params(tag_bits=1), DMAParams(commands=1, max_granularity=1, buffer_beats=4,
+    (T3Params(tag_bits=2), DMAParams(commands=1, max_granularity=1, buffer_beats=4,
                                      trigger_depth=2)),
     (T3Params(tag_bits=2, addr_bits=24), DMAParams(commands=3, max_granularity=5,
                                                    buffer_beats=6, trigger_depth=3)),
@@ -289,10 +289,13 @@ def test_a_lost_response_stops_the_tiles(fault):
     assert run.regs["tiles_sent"] == 3      # the third one's header left with its first beat
 
 
-def test_tags_are_required():
+@pytest.mark.parametrize("bits", [0, 1])
+def test_tags_are_required(bits):
+    """No tags, or one bit, in which a duplicate (the last tag again) and a lost response
+    (the next tag) are the same tag: refused."""
     with pytest.raises(ValueError, match=r"^the DMA engine checks its read responses by tag: "
-                                         r"tag_bits must be at least 1, not 0$"):
-        DMAParams().check_against(T3Params(tag_bits=0))
+                                         rf"tag_bits must be at least 2, not {bits}$"):
+        DMAParams().check_against(T3Params(tag_bits=bits))
 
 
 def _frame(header, payload, tlast_at=None, first_tuser=1):

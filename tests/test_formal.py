@@ -233,8 +233,8 @@ class DMACreditSpec(Elaboratable):
     exactly the read waiting at the memory port, the reads the memory holds and the beats in
     the payload buffer, never more than ``buffer_beats``; the next answer's tag is the one the
     engine expects; so a response is never refused.  The invariants name the engine's credit
-    state (``DMAEngine.reserved``, ``rd_v``, ``data_q``, ``exp_tag``; and the depacketizer's
-    slice, empty: nothing is received here)."""
+    state (``DMAEngine.reserved``, ``rd_v``, ``data_q``, ``exp_tag``, ``resp_lost``, never
+    set; and the depacketizer's slice, empty: nothing is received here)."""
 
     def elaborate(self, platform):
         m = Module()
@@ -260,6 +260,7 @@ class DMACreditSpec(Elaboratable):
             Assert(dut.reserved == dut.rd_v + in_mem + dut.data_q.level),
             Assert(dut.reserved <= DMA_D.buffer_beats),
             Assert(dut.exp_tag == tag),
+            Assert(~dut.resp_lost),                   # the memory answers in order
             Assert(~dut.resp.valid | dut.resp.ready),
             Assert(~dut.depacketizer.slice.o.valid),  # nothing is received here
         ]
