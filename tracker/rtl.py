@@ -481,8 +481,11 @@ class Tracker(wiring.Component):
                     count_overflow=s3_go & overflow, region_mismatch=s3_go & s3_mismatch,
                     bad_access=s3_go & s3_bad, region_busy=region_busy, flushing=flushing)
 
+        # errors count in the cycle after their events (the status bits latch with them): the
+        # events and the region lock's refusal, from stage 3's and stage 1's decisions, into
+        # the 32-bit sum were one path, the node's worst once stage 1 chose the region
         errors = Signal(range(3))
-        m.d.comb += errors.eq((s3_go & (error | s3_bad)) + region_busy)
+        m.d.sync += errors.eq((s3_go & (error | s3_bad)) + region_busy)
         accumulate(m, counters["errors"], errors, clear_counters)
         for name, event in (("accesses", take),
                             ("tracked", s3_go & s3_count & ~error), ("triggers", s3_go & fire),
