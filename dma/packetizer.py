@@ -35,8 +35,8 @@ class Packetizer(wiring.Component):
     Ports
     -----
     tile_hdr : In(stream.Signature(:func:`dma.config.header_layout`))
-        A tile's header (from the tile reader, :class:`dma.reader.TileReader`); ``beats`` of its payload follow on
-        ``tile_data``.
+        A tile's header (from the tile reader, :class:`dma.reader.TileReader`); ``beats`` of
+        its payload follow on ``tile_data``.
     tile_data : In(stream.Signature(``beat_bits``))
         The tiles' payload beats, in order (the read responses).
     run_hdr : In(stream.Signature(:func:`dma.config.header_layout`))

@@ -55,8 +55,8 @@ class TileReader(wiring.Component):
         elsewhere.  The last response taken again (a duplicate) is only dropped; any other
         tag means a response was lost, and from then on every response is dropped and the
         tiles wait, until reset (the tags alone could not tell a later response from the
-        lost one: ``buffer_beats`` reads may be in flight).  ``resp.ready`` is high whenever the payload buffer has room,
-        which the read credit guarantees.
+        lost one: ``buffer_beats`` reads may be in flight).  ``resp.ready`` is high whenever
+        the payload buffer has room, which the read credit guarantees.
     tile_data : Out(stream.Signature(``beat_bits``))
         The payload beats, in order (the payload buffer, ``buffer_beats`` deep).
     events : Out(``READ_EVENTS``)

@@ -68,9 +68,9 @@ class DMAEngine(wiring.Component):
         DRAM are in order); a response whose tag is not the next expected is taken and dropped
         with ``status.resp_order``: no tile carries a beat that belongs elsewhere (a duplicate
         shifts nothing; after a lost response the tiles wait until reset; see
-        :class:`dma.reader.TileReader`).  ``resp.ready`` is high whenever the payload buffer has room,
-        which the read credits guarantee: reads in flight plus buffered beats never exceed
-        ``buffer_beats``.
+        :class:`dma.reader.TileReader`).  ``resp.ready`` is high whenever the payload buffer
+        has room, which the read credits guarantee: reads in flight plus buffered beats never
+        exceed ``buffer_beats``.
     tx : Out(link_signature)
         Packets to the next GPU (AXI4-Stream): a header beat (``tuser = 1``, layout
         :func:`dma.config.header_layout`) then ``beats`` payload beats, ``tlast`` on the last.

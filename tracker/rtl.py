@@ -66,10 +66,10 @@ class Tracker(wiring.Component):
     Stage 0 (the cycle ``i`` handshakes): the address against every region, increment, set
     index; the set's row (all ways) is read from a synchronous memory.  Stage 1: the row
     arrives and is registered (the block RAM's output delay is most of a cycle on an FPGA);
-    the lowest region the address hit, its threshold, and whether the access counts.  Stage 2: tag compare in
-    every way, the hit way's updates still to come (``rem``, an entry's threshold less its
-    count) against the increment and less it, and its start address (one-hot selects, no
-    priority chain).  Stage 3: threshold compare, the decision, the write-back of the one
+    the lowest region the address hit, its threshold, and whether the access counts.
+    Stage 2: tag compare in every way, the hit way's updates still to come (``rem``, an
+    entry's threshold less its count) against the increment and less it, and its start
+    address (one-hot selects, no priority chain).  Stage 3: threshold compare, the decision, the write-back of the one
     way that changed.  The stages move in lockstep (all or none).  A row is read before the two
     accesses ahead of it have written it, so stage 2 takes a way from stage 3's write of this
     cycle, else from the write of the previous advance, else from the row as read
