@@ -75,7 +75,8 @@ STATUS = Reg("status", None, "w1c", "errors", fields=(
     Field("remote_range", doc="a remote store outside the remote window (or a read); dropped"),
     Field("mem_error", doc="a tile read came back with the error flag (data sent as read)"),
     Field("resp_order", doc="a read response's tag was not the next one expected (an extra "
-                            "or a lost response); dropped, and the tile waits"),
+                            "or a lost response); dropped; after a lost one every later "
+                            "response is dropped and the tiles wait until reset"),
     Field("rx_framing", doc="a received packet was malformed (see docs/dma.md)"),
     Field("rx_wrong_gpu", doc="a received packet was addressed to another GPU; dropped"),
     Field("rx_check", doc="a received header failed its check field; the packet was dropped"),

@@ -254,7 +254,8 @@ def tracker_registers(params: T3Params, tparams: TrackerParams):
     regs = [
         INFO, CTRL, CMD, STATUS,
         Reg("errors", 32, "ro", "accesses refused with an error (not counted into any tile) and "
-                               "refused register writes"),
+                               "refused register writes; counts in the cycle after the status "
+                               "bit latches"),
         Reg("accesses", 32, "ro", "accesses taken from the input"),
         Reg("tracked", 32, "ro", "accesses counted into a tile"),
         Reg("triggers", 32, "ro", "triggers fired"),
