@@ -114,14 +114,9 @@ class Depacketizer(wiring.Component):
                 bad_frame = ~rx.tuser | rx.tlast | (rx_head.beats == 0) | \
                     (rx_head.seg_beats == 0)
                 bad_check = rx.tdata[H:H + HEADER_CHECK_BITS] != header_check_of(rx.tdata, H)
-                with m.If(bad_frame):
-                    m.d.comb += ev.rx_framing.eq(1)
-                    with m.If(rx.tlast):
-                        m.next = "HEADER"
-                    with m.Else():
-                        m.next = "DROP"
-                with m.Elif(bad_check):
-                    m.d.comb += ev.rx_check.eq(1)
+                with m.If(bad_frame | bad_check):
+                    # refused: the rest of the packet (if this beat is not its last) dropped
+                    m.d.comb += [ev.rx_framing.eq(bad_frame), ev.rx_check.eq(~bad_frame)]
                     with m.If(rx.tlast):
                         m.next = "HEADER"
                     with m.Else():
