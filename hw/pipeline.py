@@ -37,6 +37,12 @@ class SkidBuffer(wiring.Component):
     ----------
     shape : shape-castable
         The payload's shape (a layout, for instance).
+    registered_out : bool
+        ``False`` (the default): the entries form a ring and ``o.payload`` is a 2:1
+        multiplexer after them, selected by the read pointer.  ``True``: ``o.payload`` is a
+        register (the head) and the other entry its skid; for a consumer that decodes the
+        payload at once (an address into a bank's or a region's state) while its ready comes
+        from its own registers.  The handshakes and the timing are the same.
 
     Ports
     -----
@@ -44,25 +50,33 @@ class SkidBuffer(wiring.Component):
         ``i.ready`` is a register: high unless both entries hold a beat.
     o : Out(stream.Signature(shape))
         ``o.valid`` is a register; ``o.payload`` is one of the two entry registers (a 2:1
-        multiplexer after them).
+        multiplexer after them), or with ``registered_out`` the head's register.
 
     Timing
     ------
-    A beat taken on ``i`` in cycle ``c`` is offered on ``o`` from cycle ``c + 1``.  The two
-    entries are written in turn and read in turn (a two-entry ring), so ``o.ready`` reaches
-    only the read pointer and the count — not the enable of every payload flip-flop, which on
-    an FPGA is a net of hundreds of loads: the consumer's ready logic, however deep, ends a
-    few flip-flops away.  Nor does ``i.valid``: the entry written next loads ``i.payload`` in
-    every cycle it is free, and the beat counts only with ``i.valid`` (``o.payload`` is
-    undefined while ``o.valid`` is low).  With ``o.ready`` held high, one beat passes per
-    cycle.  Beats leave in the order they came; none is dropped or duplicated (it is a
-    two-entry FIFO: :class:`collections.deque` is its model in ``tests/test_pipeline.py``).
+    A beat taken on ``i`` in cycle ``c`` is offered on ``o`` from cycle ``c + 1``.  With the
+    ring the two entries are written in turn and read in turn, so ``o.ready`` reaches only the
+    read pointer and the count — not the enable of every payload flip-flop, which on an FPGA
+    is a net of hundreds of loads: the consumer's ready logic, however deep, ends a few
+    flip-flops away.  The read pointer reaches every payload bit's multiplexer instead, and a
+    consumer's decode starts after it (on an ECP5 about 2.5 ns of a node's paths: the pointer's
+    net and the multiplexer).  With ``registered_out`` the head register loads in every cycle
+    the head leaves or is empty, so ``o.ready`` reaches its enable (keep that ready shallow) and
+    the payload starts at the register.  Nor does ``i.valid`` reach any enable: the entry
+    written next loads ``i.payload`` in every cycle it is free, and the beat counts only with
+    ``i.valid`` (``o.payload`` is undefined while ``o.valid`` is low).  With ``o.ready`` held
+    high, one beat passes per cycle.  Beats leave in the order they came; none is dropped or
+    duplicated (it is a two-entry FIFO: :class:`collections.deque` is its model in
+    ``tests/test_pipeline.py``, for both forms).
     """
 
-    def __init__(self, shape):
+    def __init__(self, shape, *, registered_out=False):
+        self.registered_out = registered_out
         super().__init__({"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))})
 
     def elaborate(self, platform):
+        if self.registered_out:
+            return self._elaborate_registered()
         m = Module()
         entries = [Signal.like(self.i.payload, name=f"entry{k}") for k in range(2)]
         write, read = Signal(), Signal()       # the entry written next, read next
@@ -87,6 +101,29 @@ class SkidBuffer(wiring.Component):
             m.d.sync += write.eq(~write)
         with m.If(give):
             m.d.sync += read.eq(~read)
+        m.d.sync += count.eq(count + take - give)
+        return m
+
+    def _elaborate_registered(self):
+        m = Module()
+        head = Signal.like(self.i.payload, name="head")     # o.payload
+        skid = Signal.like(self.i.payload, name="skid")     # the second beat, when count is 2
+        count = Signal(range(3))
+        take = self.i.valid & self.i.ready
+        give = self.o.valid & self.o.ready
+        m.d.comb += [
+            self.i.ready.eq(count != 2),
+            self.o.valid.eq(count != 0),
+            self.o.payload.eq(head),
+        ]
+        # the skid is free while there is room: it takes the payload in every such cycle, and
+        # holds the beat it took when the count goes to 2 (the head stays)
+        with m.If(self.i.ready):
+            m.d.sync += skid.eq(self.i.payload)
+        # the head loads whenever it is empty or leaves: the skid's beat if it holds one, else
+        # the input's (a beat if i.valid, else nothing: the count says)
+        with m.If((count == 0) | give):
+            m.d.sync += head.eq(Mux(count == 2, skid, self.i.payload))
         m.d.sync += count.eq(count + take - give)
         return m
 

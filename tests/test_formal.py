@@ -21,7 +21,7 @@ from dma.config import DMAParams
 from dma.rtl import DMAEngine
 from hw.axil import AXILiteToCSR
 from hw.formal import FormalError, FormalFailure, prove
-from hw.pipeline import BypassFIFO, WriteAheadFIFO
+from hw.pipeline import BypassFIFO, SkidBuffer, WriteAheadFIFO
 from hw.interfaces import ElemType, Op
 from hw.params import T3Params
 from l2.config import PIPELINE_HIT_LATENCY, L2Params
@@ -586,6 +586,24 @@ class BypassFIFOSpec(Elaboratable):
         return m
 
 
+class SkidBufferSpec(Elaboratable):
+    """Any beats and any consumer, to a :class:`SkidBuffer` with its head a register and one
+    with its two entries in a ring, side by side: in every cycle both say the same ``i.ready``
+    and ``o.valid``, and while ``o.valid`` the same ``o.payload``."""
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = SkidBuffer(3, registered_out=True)
+        m.submodules.ref = ref = SkidBuffer(3)
+        free(m, dut.i.valid, dut.i.payload, dut.o.ready)
+        m.d.comb += [ref.i.valid.eq(dut.i.valid), ref.i.payload.eq(dut.i.payload),
+                     ref.o.ready.eq(dut.o.ready)]
+        m.d.comb += [Assert(dut.i.ready == ref.i.ready), Assert(dut.o.valid == ref.o.valid)]
+        with m.If(ref.o.valid):
+            m.d.comb += Assert(dut.o.payload == ref.o.payload)
+        return m
+
+
 # --- L2: one answer per request, in order; every READ returns what was last stored ---------------
 
 L2_P = T3Params(beat_bits=32, addr_bits=12, wg_id_bits=1, wf_id_bits=0, tag_bits=2)
@@ -704,6 +722,7 @@ PROOFS = {
     "bypass_fifo": (lambda: BypassFIFOSpec(depth=3), "bmc", 8, 10),
     "write_ahead_fifo": (lambda: BypassFIFOSpec(3, WriteAheadFIFO, SyncFIFOBuffered), "bmc", 8,
                          10),
+    "skid_buffer": (SkidBufferSpec, "bmc", 8, 10),
     # at 7 cycles a store is read back as a hit (35 s); at 8 a read under a window that moved
     # goes to memory (5.5 minutes: the trace that found the window written as a request was
     # taken, pinned since by tests/test_l2_unit.py)

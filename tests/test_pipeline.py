@@ -17,11 +17,11 @@ from hw.pipeline import BypassFIFO, SkidBuffer, WriteAheadFIFO
 from hw.testing import run_testbench
 
 
-def run_skid(valid_p, ready_p, cycles=600, seed=1):
-    """Drive a :class:`SkidBuffer` with random ``i.valid`` and ``o.ready`` (probabilities
-    ``valid_p``, ``ready_p``), checking it against a deque each cycle; returns
-    ``(beats in, beats out)``."""
-    dut = SkidBuffer(16)
+def run_skid(valid_p, ready_p, cycles=600, seed=1, registered_out=False):
+    """Drive a :class:`SkidBuffer` (the ring, or with ``registered_out`` the head register and
+    its skid) with random ``i.valid`` and ``o.ready`` (probabilities ``valid_p``,
+    ``ready_p``), checking it against a deque each cycle; returns ``(beats in, beats out)``."""
+    dut = SkidBuffer(16, registered_out=registered_out)
     rng = random.Random(seed)
     model = collections.deque()
     sent, received = [], []
@@ -51,17 +51,20 @@ def run_skid(valid_p, ready_p, cycles=600, seed=1):
     return sent, received
 
 
+@pytest.mark.parametrize("registered_out", [False, True], ids=["ring", "registered"])
 @pytest.mark.parametrize("valid_p,ready_p", [(0.5, 0.5), (0.9, 0.3), (0.3, 0.9), (1, 1)])
-def test_skid_buffer_is_a_two_entry_fifo(valid_p, ready_p):
-    sent, received = run_skid(valid_p, ready_p, seed=int(valid_p * 10 + ready_p * 100))
+def test_skid_buffer_is_a_two_entry_fifo(valid_p, ready_p, registered_out):
+    sent, received = run_skid(valid_p, ready_p, seed=int(valid_p * 10 + ready_p * 100),
+                              registered_out=registered_out)
     assert len(sent) - len(received) in (0, 1, 2)
     assert len(received) > 0
 
 
-def test_skid_buffer_passes_a_beat_every_cycle():
+@pytest.mark.parametrize("registered_out", [False, True], ids=["ring", "registered"])
+def test_skid_buffer_passes_a_beat_every_cycle(registered_out):
     """Line rate: with ``i.valid`` and ``o.ready`` held high, after the first cycle's fill
     every cycle takes one beat and gives one."""
-    sent, received = run_skid(1, 1, cycles=100)
+    sent, received = run_skid(1, 1, cycles=100, registered_out=registered_out)
     assert (len(sent), len(received)) == (100, 99)
 
 
