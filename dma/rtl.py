@@ -177,8 +177,10 @@ class DMAEngine(wiring.Component):
         count(m, cnt["trigger_stall"], self.trig.valid & ~trig_q.w_rdy, clear_counters)
         # the queue's head from registers, not from the block RAM's output (5.6 ns on an ECP5):
         # the dispatcher's command select and the command registers' write lock start from it
-        # (in a node, 17.0 ns from the RAM through the lock into the registers' enables)
-        m.submodules.trig_head = trig_head = SkidBuffer(self.trig_layout)
+        # (in a node, 17.0 ns from the RAM through the lock into the registers' enables); the
+        # head's own register, not a multiplexer after the slice's read pointer, since the
+        # dispatcher indexes the command table by its region at once
+        m.submodules.trig_head = trig_head = SkidBuffer(self.trig_layout, registered_out=True)
         m.d.comb += [trig_head.i.valid.eq(trig_q.r_rdy), trig_head.i.payload.eq(trig_q.r_data),
                      trig_q.r_en.eq(trig_head.i.ready)]
 

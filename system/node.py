@@ -347,7 +347,11 @@ class GPUNode(wiring.Component):
         # the DMA's request choice and the arbiter's policy, and the arbiter's enqueue and the
         # Tracker's region lookup, were one path each (the node placed at 43.5 MHz)
         m.submodules.comm_in = comm_in = SkidBuffer(layout)
-        m.submodules.tracker_in = tracker_in = SkidBuffer(layout)
+        # the Tracker and the NMC unit decode the head at once (an address into the regions'
+        # compares, into a bank's state) and take it by a ready from their own registers: their
+        # slices hand over the head's register, not a multiplexer after the read pointer (the
+        # pointer's net and the multiplexer began the node's worst paths, 2.5-3 ns of them)
+        m.submodules.tracker_in = tracker_in = SkidBuffer(layout, registered_out=True)
         connect(m, dma.mem, comm_in.i)
         connect(m, comm_in.o, arbiter.comm)
         connect(m, arbiter.tap, tracker_in.i)
@@ -358,7 +362,7 @@ class GPUNode(wiring.Component):
         connect(m, tracker.o, trig_in.i)
         connect(m, trig_in.o, dma.trig)
         # the MCQ's LUT-RAM read and the NMC unit's command checks were one path (54.5 MHz)
-        m.submodules.cmd_in = cmd_in = SkidBuffer(layout)
+        m.submodules.cmd_in = cmd_in = SkidBuffer(layout, registered_out=True)
         connect(m, arbiter.o, cmd_in.i)
         connect(m, cmd_in.o, nmc.cmd)
         if self.link is None:
