@@ -526,7 +526,7 @@ def dma_registers(params: T3Params, dparams: DMAParams):
                                "in [rx_base, rx_base + rx_size); 0: nowhere)",
             reset=(1 << a) - 1),
         Reg("errors", 32, "ro",
-            "error events (each also sets a status bit; counted in the cycle after it)"),
+            "error events (each also sets a status bit; counted two cycles after it)"),
         Reg("triggers", 32, "ro", "triggers taken from the queue"),
         Reg("blocks", 32, "ro", "DMA blocks released (granularity tiles each)"),
         Reg("tiles_sent", 32, "ro", "tile packets sent"),
