@@ -337,8 +337,10 @@ class GPUNode(wiring.Component):
             m.d.sync += self.l2_flushed.eq(self.l2_flush)
         count(m, cnt["remote_out"], compute_in.o.valid & to_remote & egress.w_rdy, 0)
         # the egress queue's block-RAM output and the DMA's write-combining check into its run
-        # queue were one path (the node placed at 45 MHz)
-        m.submodules.remote_out = remote_out = SkidBuffer(layout)
+        # queue were one path (the node placed at 45 MHz); the slice hands over the head's
+        # register: the combiner compares its address with the windows and the open run at once
+        # (its ready: the window compare's verdict and its queues' room)
+        m.submodules.remote_out = remote_out = SkidBuffer(layout, registered_out=True)
         m.d.comb += [remote_out.i.valid.eq(egress.r_rdy), remote_out.i.payload.eq(egress.r_data),
                      egress.r_en.eq(remote_out.i.ready)]
         connect(m, remote_out.o, dma.remote)
