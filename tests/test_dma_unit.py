@@ -179,6 +179,29 @@ def test_bad_triggers_are_dropped_and_counted():
     assert run.regs["errors"] == 6
 
 
+def test_the_last_tile_that_fits_goes_and_one_beat_further_is_refused():
+    """The range check's edge: the highest beat-aligned start whose tile ends inside its
+    command's buffer (``src_base + ld * cols`` elements) goes, like the model's; a start one
+    beat further overruns the end by at most a beat and is refused (``out_of_region``)."""
+    for seed in (7, 8, 9):
+        scenario = random_scenario(P, DP, seed, commands=2)
+        edge = []
+        for region, c in enumerate(scenario.commands):
+            span = (c.tile_cols - 1) * c.stride + c.seg_bytes
+            last = (c.src_base + c.size - span) // P.beat_bytes * P.beat_bytes
+            assert last >= c.src_base
+            edge += [{"wg_id": 1, "wf_id": 0, "addr": last, "region": region},
+                     {"wg_id": 2, "wf_id": 0, "addr": last + P.beat_bytes, "region": region}]
+        triggers = scenario.triggers + edge
+        random.Random(seed).shuffle(triggers)
+        scenario = dataclasses.replace(scenario, triggers=triggers)
+        run, model = run_and_check(P, DP, scenario, seed=seed, **STALLS)
+        # two refused, one per command: the starts a beat further (the model, which refuses
+        # exactly those, sent every other tile the engine did)
+        assert run.regs["status"] == Status.OUT_OF_REGION
+        assert run.regs["errors"] == 2 and run.regs["triggers"] == len(triggers)
+
+
 def test_remote_outside_window_is_dropped():
     scenario = random_scenario(P, DP, 11, commands=1, remote_stores=10)
     w = scenario.remote
