@@ -2,7 +2,7 @@
 packetizer and depacketizer, remote stores' write combining (paper section 4.2.2;
 ``docs/design.md`` section 5)."""
 
-from amaranth import Array, Cat, Module, Mux, Signal, Value
+from amaranth import Array, Cat, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -203,10 +203,15 @@ class DMAEngine(wiring.Component):
         c_shift = Signal(A, name="c_shift")
         c_cols, c_ld = Signal(dp.dim_bits, name="c_cols"), Signal(dp.dim_bits, name="c_ld")
         c_trows, c_tcols = Signal(dp.dim_bits, name="c_trows"), Signal(dp.dim_bits, name="c_tcols")
-        # taken with the command, so that LOAD's multiplies start from registers: the tile's
-        # columns less one and the row stride in bytes (ld << eshift)
-        c_tcols_m1 = Signal(dp.dim_bits)
+        # taken with the command: the row stride in bytes (ld << eshift), and the tile's span in
+        # elements less its last column's rows, and those rows less a stride, its two terms
+        # ((tile_cols - 1) * ld + tile_rows = tile_cols * ld + (tile_rows - ld)): the multiply
+        # here, from the trigger head's register through the table's select, so that LOAD's
+        # sum of the tile's end starts from registers (the multiply and the sum after it in one
+        # cycle were the DMA's longest path, 11.2 ns)
         c_stride = Signal(dp.dim_bits + 2)
+        c_prod = Signal(2 * dp.dim_bits)
+        c_dr = Signal(signed(dp.dim_bits + 1))
 
         def mode(name):
             return c_mode[name]
@@ -261,7 +266,8 @@ class DMAEngine(wiring.Component):
                     m.d.comb += trig_head.o.ready.eq(1)
                     t_mode = data.View(MODE.layout, table("mode")[head.region])
                     m.d.sync += [
-                        c_tcols_m1.eq(table("tile_cols")[head.region] - 1),
+                        c_prod.eq(table("tile_cols")[head.region] * table("ld")[head.region]),
+                        c_dr.eq(table("tile_rows")[head.region] - table("ld")[head.region]),
                         c_stride.eq(table("ld")[head.region] << (1 + t_mode.etype[1])),
                         cur.eq(head),
                         c_idx.eq(head.region),
@@ -283,8 +289,9 @@ class DMAEngine(wiring.Component):
                     tile_beats.eq(((c_trows << eshift) >> boff) * c_tcols),
                     # the tile's end within the command's buffer, summed here so that
                     # CHECK compares two registers: the sum there, into the dispatch's
-                    # decision, was the node's longest path (12.6 ns)
-                    end.eq(cur_offset + c_tcols_m1 * c_stride + (c_trows << eshift)),
+                    # decision, was the node's longest path (12.6 ns).  With tile_cols 0 the
+                    # span is negative, but CHECK refuses the command first
+                    end.eq(cur_offset + ((c_prod + c_dr) << eshift)),
                     size.eq((c_ld * c_cols) << eshift),
                     offset.eq(cur_offset),
                     c_shift.eq(c_dst - c_src),
