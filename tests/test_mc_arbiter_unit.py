@@ -76,6 +76,25 @@ def test_calibration_picks_the_threshold_from_compute_occupancy(o_rate, expected
     assert run.regs["threshold"] == expected
 
 
+@pytest.mark.parametrize("second", [(310, 311), (310, 312)], ids=["empty", "one-cycle"])
+def test_a_second_window_sets_the_threshold_only_if_it_counted_a_cycle(second):
+    """A window that picks threshold 5, then the host's 9, then a second window: with no
+    cycle between its marks it leaves 9 alone; with one, its mean (that cycle's compute
+    occupancy) picks a threshold, whichever the model picks."""
+    aparams = ArbiterParams(depth=64)
+    compute_items = numbered_requests(PARAMS, 400, Stream.COMPUTE)
+    settings = dict(policy=Policy.MCA, threshold=17, starve_limit=64)
+    run = simulate_arbiter(PARAMS, aparams, PhasedSource(compute_items, 100, 20),
+                           RandomSource([], 0.0), config=dict(settings, auto_threshold=True),
+                           o_rate=0.5, calib=[(0, 300), second], seed=2,
+                           threshold_writes={305: 9})
+    model = ArbiterModel(aparams, auto_threshold=True, **settings)
+    check_arbiter_run(model, run.cycles, run.dequeued, run.regs, compute_items, [])
+    assert run.regs["calib_cycles"] == second[1] - second[0] - 1
+    assert run.regs["threshold"] == model.threshold
+    assert (run.regs["threshold"] == 9) == (second[1] - second[0] == 1)
+
+
 @pytest.mark.parametrize("write_at, lost", [(300, True), (299, False), (150, False)])
 def test_a_host_threshold_write_wins_over_calibration(write_at, lost):
     """The host writes ``threshold`` (9) as a calibration window ends (cycle 300): the host's

@@ -35,7 +35,8 @@ def simulate_arbiter(params, aparams, compute_src, comm_src, *, config=None, see
 
     ``config`` is a dict of :func:`mc_arbiter.config.register_values` arguments; ``o_rate`` the
     probability that ``o.ready`` is high in a cycle (the DRAM's service rate); ``drain_at`` the
-    cycles with ``drain`` high; ``calib`` a ``(start, end)`` pair of cycles;
+    cycles with ``drain`` high; ``calib`` a ``(start, end)`` pair of cycles, or a list of
+    them (windows one after another);
     ``threshold_writes`` ``{cycle: value}`` host writes of ``threshold`` during the run.
     """
     threshold_writes = threshold_writes or {}
@@ -44,6 +45,8 @@ def simulate_arbiter(params, aparams, compute_src, comm_src, *, config=None, see
     rng = random.Random(seed)
     record, dequeued, regs, state = [], [], {}, {}
     drain_at = set(drain_at)
+    windows = [] if calib is None else [calib] if isinstance(calib[0], int) else list(calib)
+    calib_starts, calib_ends = {w[0] for w in windows}, {w[1] for w in windows}
 
     async def bench(ctx):
         for name, value in register_values(aparams, **(config or {})):
@@ -59,8 +62,8 @@ def simulate_arbiter(params, aparams, compute_src, comm_src, *, config=None, see
                 tap_ready=not (tap_stall and rng.random() < tap_stall),
                 o_ready=rng.random() < o_rate,
                 drain=cycle in drain_at,
-                calib_start=calib is not None and cycle == calib[0],
-                calib_end=calib is not None and cycle == calib[1],
+                calib_start=cycle in calib_starts,
+                calib_end=cycle in calib_ends,
                 threshold_write=threshold_writes.get(cycle))
             write = inputs.threshold_write is not None
             ctx.set(dut.csr.w_stb, write)
