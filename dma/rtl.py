@@ -204,11 +204,10 @@ class DMAEngine(wiring.Component):
         c_cols, c_ld = Signal(dp.dim_bits, name="c_cols"), Signal(dp.dim_bits, name="c_ld")
         c_trows, c_tcols = Signal(dp.dim_bits, name="c_trows"), Signal(dp.dim_bits, name="c_tcols")
         # taken with the command: the row stride in bytes (ld << eshift), and the tile's span in
-        # elements less its last column's rows, and those rows less a stride, its two terms
-        # ((tile_cols - 1) * ld + tile_rows = tile_cols * ld + (tile_rows - ld)): the multiply
-        # here, from the trigger head's register through the table's select, so that LOAD's
-        # sum of the tile's end starts from registers (the multiply and the sum after it in one
-        # cycle were the DMA's longest path, 11.2 ns)
+        # elements, (tile_cols - 1) * ld + tile_rows, as two terms: tile_cols * ld (the multiply
+        # here, from the trigger head's register through the table's select) and tile_rows - ld;
+        # LOAD's sum of the tile's end then starts from registers (the multiply and the sum
+        # after it in one cycle were the DMA's longest path alone, 11.2 ns)
         c_stride = Signal(dp.dim_bits + 2)
         c_prod = Signal(2 * dp.dim_bits)
         c_dr = Signal(signed(dp.dim_bits + 1))

@@ -122,11 +122,12 @@ class NMCUnit(wiring.Component):
             return max(delay - 1, 0)
 
         def start(array, index, delay):
-            """Load ``array[index]`` with ``delay`` (and its bit: ``delay`` ≤ 2)."""
+            """Load ``array[index]`` for ``delay`` cycles, and its bit (set if ``delay`` ≤ 2)."""
             return [array[index].eq(load(delay)), array.soon[index].eq(load(delay) <= 1)]
 
         is_open = Array(Signal(name=f"open{k}") for k in range(nb))
         open_row = Array(Signal(row_bits, name=f"row{k}") for k in range(nb))
+
         def timers_of(name, count, *delays):
             array = Array(timer(f"{name}{k}", *delays) for k in range(count))
             array.soon = Array(sig.soon for sig in array)
