@@ -10,18 +10,26 @@ import random
 
 import pytest
 
-from amaranth import Module
+from amaranth import Module, Value
+from amaranth.lib import data
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 
 from hw.pipeline import BypassFIFO, SkidBuffer, WriteAheadFIFO
 from hw.testing import run_testbench
 
 
+#: a payload of two fields, for the form whose head register holds one of them
+FIELDS = data.StructLayout({"low": 5, "high": 11})
+
+
 def run_skid(valid_p, ready_p, cycles=600, seed=1, registered_out=False):
-    """Drive a :class:`SkidBuffer` (the ring, or with ``registered_out`` the head register and
-    its skid) with random ``i.valid`` and ``o.ready`` (probabilities ``valid_p``,
-    ``ready_p``), checking it against a deque each cycle; returns ``(beats in, beats out)``."""
-    dut = SkidBuffer(16, registered_out=registered_out)
+    """Drive a :class:`SkidBuffer` (the ring; with ``registered_out`` True the head register
+    and its skid; with a field's name, that field in the head register and the other in the
+    ring) with random ``i.valid`` and ``o.ready`` (probabilities ``valid_p``, ``ready_p``),
+    checking it against a deque each cycle; returns ``(beats in, beats out)``."""
+    shape = FIELDS if isinstance(registered_out, tuple) else 16
+    dut = SkidBuffer(shape, registered_out=registered_out)
+    i_payload, o_payload = Value.cast(dut.i.payload), Value.cast(dut.o.payload)
     rng = random.Random(seed)
     model = collections.deque()
     sent, received = [], []
@@ -31,13 +39,13 @@ def run_skid(valid_p, ready_p, cycles=600, seed=1, registered_out=False):
         for _ in range(cycles):
             valid, ready = rng.random() < valid_p, rng.random() < ready_p
             ctx.set(dut.i.valid, valid)
-            ctx.set(dut.i.payload, value)
+            ctx.set(i_payload, value)
             ctx.set(dut.o.ready, ready)
             # the model's occupancy at the start of the cycle decides both handshakes
             assert ctx.get(dut.i.ready) == (len(model) < 2)
             assert ctx.get(dut.o.valid) == (len(model) > 0)
             if model:
-                assert ctx.get(dut.o.payload) == model[0]
+                assert ctx.get(o_payload) == model[0]
             if ready and model:
                 received.append(model.popleft())
             if valid and ctx.get(dut.i.ready):
@@ -51,7 +59,8 @@ def run_skid(valid_p, ready_p, cycles=600, seed=1, registered_out=False):
     return sent, received
 
 
-@pytest.mark.parametrize("registered_out", [False, True], ids=["ring", "registered"])
+@pytest.mark.parametrize("registered_out", [False, True, ("low",)],
+                         ids=["ring", "registered", "one-field-registered"])
 @pytest.mark.parametrize("valid_p,ready_p", [(0.5, 0.5), (0.9, 0.3), (0.3, 0.9), (1, 1)])
 def test_skid_buffer_is_a_two_entry_fifo(valid_p, ready_p, registered_out):
     sent, received = run_skid(valid_p, ready_p, seed=int(valid_p * 10 + ready_p * 100),
@@ -60,12 +69,21 @@ def test_skid_buffer_is_a_two_entry_fifo(valid_p, ready_p, registered_out):
     assert len(received) > 0
 
 
-@pytest.mark.parametrize("registered_out", [False, True], ids=["ring", "registered"])
+@pytest.mark.parametrize("registered_out", [False, True, ("low",)],
+                         ids=["ring", "registered", "one-field-registered"])
 def test_skid_buffer_passes_a_beat_every_cycle(registered_out):
     """Line rate: with ``i.valid`` and ``o.ready`` held high, after the first cycle's fill
     every cycle takes one beat and gives one."""
     sent, received = run_skid(1, 1, cycles=100, registered_out=registered_out)
     assert (len(sent), len(received)) == (100, 99)
+
+
+def test_skid_buffer_refuses_fields_it_does_not_have():
+    with pytest.raises(ValueError, match=r"^registered_out must name fields of the payload "
+                                         r"\(low, high\), not \('mid',\)$"):
+        SkidBuffer(FIELDS, registered_out=("mid",))
+    with pytest.raises(TypeError, match=r"^registered_out names fields, but 16 has none$"):
+        SkidBuffer(16, registered_out=("low",))
 
 
 def run_bypass_fifo(depth, w_p, r_p, cycles=800, seed=1, dut_cls=BypassFIFO, ref_cls=SyncFIFO):
