@@ -337,10 +337,12 @@ class GPUNode(wiring.Component):
             m.d.sync += self.l2_flushed.eq(self.l2_flush)
         count(m, cnt["remote_out"], compute_in.o.valid & to_remote & egress.w_rdy, 0)
         # the egress queue's block-RAM output and the DMA's write-combining check into its run
-        # queue were one path (the node placed at 45 MHz); the slice hands over the head's
-        # register: the combiner compares its address with the windows and the open run at once
-        # (its ready: the window compare's verdict and its queues' room)
-        m.submodules.remote_out = remote_out = SkidBuffer(layout, registered_out=True)
+        # queue were one path (the node placed at 45 MHz); the fields the combiner compares with
+        # the windows and the open run come from the head's register (its ready: the window
+        # compare's verdict and its queues' room), the data and the mask it only stores from
+        # the ring
+        m.submodules.remote_out = remote_out = SkidBuffer(
+            layout, registered_out=("addr", "op", "etype", "tracked", "wg_id", "wf_id"))
         m.d.comb += [remote_out.i.valid.eq(egress.r_rdy), remote_out.i.payload.eq(egress.r_data),
                      egress.r_en.eq(remote_out.i.ready)]
         connect(m, remote_out.o, dma.remote)
@@ -350,10 +352,13 @@ class GPUNode(wiring.Component):
         # Tracker's region lookup, were one path each (the node placed at 43.5 MHz)
         m.submodules.comm_in = comm_in = SkidBuffer(layout)
         # the Tracker and the NMC unit decode the head at once (an address into the regions'
-        # compares, into a bank's state) and take it by a ready from their own registers: their
-        # slices hand over the head's register, not a multiplexer after the read pointer (the
-        # pointer's net and the multiplexer began the node's worst paths, 2.5-3 ns of them)
-        m.submodules.tracker_in = tracker_in = SkidBuffer(layout, registered_out=True)
+        # compares, into a bank's state) and take it by a ready from their own registers: the
+        # fields they decode come from the head's register, not a multiplexer after the read
+        # pointer (the pointer's net and the multiplexer began the node's worst paths, 2.5-3 ns
+        # of them); the data stays in the ring (the NMC's ready into the enables of all 330
+        # bits of its command placed at 63.5 MHz)
+        m.submodules.tracker_in = tracker_in = SkidBuffer(
+            layout, registered_out=("addr", "op", "tracked", "etype"))
         connect(m, dma.mem, comm_in.i)
         connect(m, comm_in.o, arbiter.comm)
         connect(m, arbiter.tap, tracker_in.i)
@@ -364,7 +369,7 @@ class GPUNode(wiring.Component):
         connect(m, tracker.o, trig_in.i)
         connect(m, trig_in.o, dma.trig)
         # the MCQ's LUT-RAM read and the NMC unit's command checks were one path (54.5 MHz)
-        m.submodules.cmd_in = cmd_in = SkidBuffer(layout, registered_out=True)
+        m.submodules.cmd_in = cmd_in = SkidBuffer(layout, registered_out=("addr", "op"))
         connect(m, arbiter.o, cmd_in.i)
         connect(m, cmd_in.o, nmc.cmd)
         if self.link is None:
