@@ -298,6 +298,16 @@ class DMAEngine(wiring.Component):
                 ]
                 m.next = "CHECK"
             with m.State("CHECK"):
+                # The trigger is written into its command's next free pending slot in every
+                # CHECK cycle, whatever CHECK decides: the slot is free until `held` counts
+                # it, so a refused, direct or waiting trigger's copy is overwritten by the
+                # next held one.  The write's address and enable come from registers: the
+                # decision into them was the node's longest path (13.1 ns).
+                m.d.comb += [
+                    pend_w.addr.eq(c_idx * G + held[c_idx]),
+                    pend_w.data.eq(cur),
+                    pend_w.en.eq(c_exists),
+                ]
                 # one job register: wait until the previous job has gone
                 with m.If(~job_v | job_taken):
                     m.d.comb += inc["triggers"].eq(1)
@@ -316,11 +326,6 @@ class DMAEngine(wiring.Component):
                         m.d.comb += inc["blocks"].eq(1)
                         m.next = "TAKE"
                     with m.Else():
-                        m.d.comb += [
-                            pend_w.addr.eq(c_idx * G + held[c_idx]),
-                            pend_w.data.eq(cur),
-                            pend_w.en.eq(1),
-                        ]
                         with m.If(held[c_idx] + 1 >= granularity):
                             m.d.sync += [held[c_idx].eq(0), rel_k.eq(0)]
                             m.d.comb += inc["blocks"].eq(1)
