@@ -419,6 +419,13 @@ class TrackerSpec(Elaboratable):
             m.d.comb += Assert(st["rd"].data.as_value() == row.as_value())
         with m.If(st["s2_valid"]):
             m.d.comb += [Assert(st["s2_row"].as_value() == row.as_value()), Assert(st["same3"])]
+        # the compares begun a stage early: stage 2's match on each way as registered (from
+        # the pairs, or the entry forwarded at that edge), and stage 3's tag against stage 2's
+        s2_row, s2_tag = st["s2_row"], st["s2_tag"]
+        for w in ways:
+            m.d.comb += Assert(st["s2_hit_read"][w] ==
+                               (s2_row[w].valid & (s2_row[w].tag == s2_tag)))
+        m.d.comb += Assert(st["same_tag3"] == (st["s3_tag"] == s2_tag))
         # a tag is open in one way at most; stage 3 writes only the way of its own tag, or a
         # free way when its tag has none, and writes only when it counts
         m.d.comb += Assert(~(row[0].valid & row[1].valid & (row[0].tag == row[1].tag)))

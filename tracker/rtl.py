@@ -66,8 +66,9 @@ class Tracker(wiring.Component):
     Stage 0 (the cycle ``i`` handshakes): the address against every region, increment, set
     index; the set's row (all ways) is read from a synchronous memory.  Stage 1: the row
     arrives and is registered (the block RAM's output delay is most of a cycle on an FPGA);
-    the lowest region the address hit, its threshold, and whether the access counts.
-    Stage 2: tag compare in every way, the hit way's updates still to come (``rem``, an
+    the lowest region the address hit, its threshold, and whether the access counts; each
+    way's tag as read compared with the access's two bits at a time, as the row is registered.
+    Stage 2: the tag match in every way (the pairs ANDed), the hit way's updates still to come (``rem``, an
     entry's threshold less its count) against the increment and less it, and its start
     address (one-hot selects, no priority chain).  Stage 3: threshold compare, the decision, the write-back of the one
     way that changed.  The stages move in lockstep (all or none).  A row is read before the two
@@ -331,6 +332,30 @@ class Tracker(wiring.Component):
         with m.If(advance):
             for w in range(ways):
                 m.d.sync += s2_row[w].eq(Mux(write[w] & (s3_set == s1_set), updated, rd.data[w]))
+        # Each way's tag compare is begun as the row is registered: whether each pair of the
+        # tag's bits as read equals the access's (one LUT after the block RAM's output), the
+        # way's valid bit beside them, and, for a way stage 3 writes at this edge, the written
+        # entry's whole match (from registers).  Stage 2 ANDs the pairs.  (The whole compare
+        # after the RAM's output, in either stage, mapped as a chain of five or six LUTs: with
+        # the RAM's 5.8 ns clock-to-out it was the Tracker's and then the node's longest path,
+        # 12.9 ns.)  Stage 3's tag against stage 2's is compared one stage early likewise.
+        tag_bits = len(s1_tag)
+        s2_pairs = [Signal(1 + (tag_bits + 1) // 2, name=f"s2_pairs{w}") for w in range(ways)]
+        s2_fwd_in = Signal(ways)     # the way was stage 3's write as the row was registered
+        s2_fwd_match = Signal()      # ... and that entry is open under stage 2's tag
+        same_tag3 = Signal(init=1)   # s3_tag == s2_tag (both reset to 0)
+        with m.If(advance):
+            m.d.sync += [
+                same_tag3.eq(s2_tag == s1_tag),
+                s2_fwd_match.eq(updated.valid & (updated.tag == s1_tag)),
+            ]
+            for w in range(ways):
+                as_read = rd.data[w]
+                pairs = [as_read.tag[i:i + 2] == s1_tag[i:i + 2] for i in range(0, tag_bits, 2)]
+                m.d.sync += [
+                    s2_fwd_in[w].eq(write[w] & (s3_set == s1_set)),
+                    s2_pairs[w].eq(Cat(as_read.valid, *pairs)),
+                ]
 
         # --- Stage 2: look up the row, count ----------------------------------------------
         # The row was read in the cycle the access was taken, and saw every write up to that
@@ -346,7 +371,7 @@ class Tracker(wiring.Component):
         fwd = Signal(ways)
         m.d.comb += fwd.eq(Mux(same3, s3_write, 0))
 
-        def compares(e, name):
+        def compares(e, name, match):
             out = {k: Signal(name=f"{name}_{k}") for k in (
                 "match", "free", "earlier", "fire", "over", "mismatch")}
             out["rem"] = Signal(tp.count_bits, name=f"{name}_rem")
@@ -354,7 +379,7 @@ class Tracker(wiring.Component):
             low, high = e.rem[:inc_bits], e.rem[inc_bits:]
             near = (high == 0) if len(high) else C(1, 1)
             m.d.comb += [
-                out["match"].eq(e.valid & (e.tag == s2_tag)),
+                out["match"].eq(match),     # e.valid & (e.tag == s2_tag), begun a stage early
                 out["free"].eq(~e.valid),
                 out["earlier"].eq(e.start < s2_addr),
                 out["fire"].eq(near & (low == s2_inc)),
@@ -364,7 +389,11 @@ class Tracker(wiring.Component):
             ]
             return out
 
-        forwarded = compares(updated, "fwd")
+        forwarded = compares(updated, "fwd", updated.valid & same_tag3)
+        # each way's match on the row as registered (the forwarded entry's, or the pairs')
+        s2_hit_read = Signal(ways)
+        for w in range(ways):
+            m.d.comb += s2_hit_read[w].eq(Mux(s2_fwd_in[w], s2_fwd_match, s2_pairs[w].all()))
         # One-hot everywhere (a tag is open in at most one way of its set): every way is
         # compared, counted and checked in parallel, and the hit way's results are an AND-OR
         # of the ways, with no priority chain and no compare after the select.
@@ -377,7 +406,7 @@ class Tracker(wiring.Component):
         w_rem = [Signal(tp.count_bits, name=f"w{w}_rem") for w in range(ways)]
         w_start = [Signal(beat_addr_bits, name=f"w{w}_start") for w in range(ways)]
         for w in range(ways):
-            as_read = compares(s2_row[w], f"w{w}")
+            as_read = compares(s2_row[w], f"w{w}", s2_hit_read[w])
             m.d.comb += [
                 match[w].eq(Mux(fwd[w], forwarded["match"], as_read["match"])),
                 free[w].eq(Mux(fwd[w], forwarded["free"], as_read["free"])),
@@ -502,5 +531,6 @@ class Tracker(wiring.Component):
         self.state = {name: value for name, value in locals().items()
                       if name.startswith(("s1_", "s2_", "s3_")) or name in (
                           "table", "rd", "flushing", "flush_set", "updated", "write", "fwd",
-                          "same3", "advance", "occupancy", "settle", "region_regs", "take")}
+                          "same3", "same_tag3", "advance", "occupancy", "settle", "region_regs",
+                          "take")}
         return m
