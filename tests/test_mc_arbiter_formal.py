@@ -46,7 +46,8 @@ APARAMS = ArbiterParams(depth=4, calib_rows=2)
 class PolicySpec(Elaboratable):
     """The decision logic alone, for all time: any traffic, room and dequeues, the MCQ's level
     following the issues and dequeues, any configuration (``AnyConst``) written in the first
-    cycle (the registers hold their reset values before)."""
+    cycle (the registers hold their reset values before), and a calibration that writes any
+    threshold (``AnyConst``) in any cycles (``AnySeq``), after which the threshold is its."""
 
     def elaborate(self, platform):
         m = Module()
@@ -55,9 +56,15 @@ class PolicySpec(Elaboratable):
             m.d.comb += sig.eq(AnySeq(len(sig)))
         first = Signal(init=1)
         m.d.sync += first.eq(0)
+        calib_thr = AnyConst(len(core.threshold))
+        calibrated = Signal()           # a calibration has written the threshold
+        m.d.comb += [core.calib_write.eq(AnySeq(1)), core.threshold_calib.eq(calib_thr)]
+        m.d.sync += calibrated.eq(calibrated | core.calib_write)
         for sig, nxt, init in ((core.threshold, core.threshold_next, core.threshold_init),
                                (core.starve_limit, core.starve_limit_next, 64)):
             value = AnyConst(len(sig))
+            if sig is core.threshold:
+                value = Mux(calibrated, calib_thr, value)
             m.d.comb += [sig.eq(Mux(first, init, value)), nxt.eq(value)]
         m.d.comb += core.policy.eq(AnyConst(2))
         depth = APARAMS.depth
@@ -65,7 +72,7 @@ class PolicySpec(Elaboratable):
         m.d.sync += level.eq(level + (core.issue_compute | core.issue_comm) - core.dequeue)
         m.d.comb += [core.level.eq(level), Assume(~core.dequeue | (level != 0)),
                      Assume(level <= depth), Assume(~core.room | (level < depth)),
-                     Assume(core.threshold_next <= depth)]
+                     Assume(core.threshold_next <= depth), Assume(calib_thr <= depth)]
         # the flags are the comparisons they stand for, in every cycle
         m.d.comb += [
             Assert(core.below == (core.level < core.threshold)),
