@@ -321,6 +321,64 @@ def test_a_region_with_open_tiles_refuses_reprogramming():
     assert fired == [outcomes[1].trigger["addr"]] == [new.base] and seen["triggers"] == 1
 
 
+def test_a_region_whose_tiles_all_fired_takes_reprogramming():
+    """The region lock opens again as the region's last open tile fires, without a flush: the
+    open-tile count of the region goes down with each trigger as it went up with each new tile.
+    Kernel 1 completes its one tile; kernel 2's writes are taken (status 0, no error) and its
+    tile fires at its own address.  The model agrees at every step."""
+    tparams = TrackerParams(sets=1, ways=2, regions=1)
+    old, new = Region(0x1000, 0x1000, 32, 1), Region(0x4000, 0x1000, 32, 1)
+    kernel1 = [request(PARAMS, old.base + 0x40 + 0x20 * k, FULL, ElemType.FP16, 1, 0)
+               for k in (0, 1)]
+    kernel2 = [request(PARAMS, new.base + 0x20 * k, FULL, ElemType.FP16, 1, 0) for k in (0, 1)]
+    model = TrackerModel(PARAMS, tparams, [old])
+    dut = Tracker(PARAMS, tparams)
+    seen, fired = {}, []
+
+    async def put(ctx, req):
+        await stream_put(ctx, dut.i, pack(mem_request_layout(PARAMS), req))
+        for _ in range(TRIGGER_LATENCY + 1):
+            if ctx.get(dut.o.valid):
+                fired.append(ctx.get(dut.o.payload.addr))
+            await ctx.tick()
+
+    async def program(ctx, region):
+        for name, value in (("base", region.base), ("size", region.size),
+                            ("tile_elems", region.tile_elems),
+                            ("updates", region.updates_per_element)):
+            await reg_write(ctx, dut.csr, dut.regs, f"region0_{name}", value)
+
+    async def bench(ctx):
+        ctx.set(dut.o.ready, 1)
+        await program(ctx, old)
+        await reg_write(ctx, dut.csr, dut.regs, "ctrl", CTRL.encode(enable=1))
+        while not ctx.get(dut.i.ready):
+            await ctx.tick()
+        for req in kernel1:
+            await put(ctx, req)
+        await program(ctx, new)
+        for name in ("status", "errors", "region0_base", "occupancy"):
+            seen[name] = await reg_read(ctx, dut.csr, dut.regs, name)
+        while not ctx.get(dut.i.ready):
+            await ctx.tick()
+        for req in kernel2:
+            await put(ctx, req)
+        seen["triggers"] = await reg_read(ctx, dut.csr, dut.regs, "triggers")
+
+    run_testbench(dut, bench)
+    first = [model.access(r) for r in kernel1]
+    assert [o.kind for o in first] == ["count", "fire"]
+    assert model.set_region(0, new)
+    assert seen["status"] == 0 == model.status
+    assert seen["errors"] == 0 == model.counters["errors"]
+    assert seen["region0_base"] == new.base and seen["occupancy"] == 0 == model.occupancy
+    second = [model.access(r) for r in kernel2]
+    assert [o.kind for o in second] == ["count", "fire"]
+    assert fired == [first[1].trigger["addr"], second[1].trigger["addr"]] == \
+        [old.base + 0x40, new.base]
+    assert seen["triggers"] == 2
+
+
 def test_model_fires_each_tile_exactly_once():
     # The model against the generator's own bookkeeping: every tile fires once it has been fed
     # exactly its threshold, carrying its smallest address; open entries hold what was fed.
