@@ -481,13 +481,14 @@ class Tracker(wiring.Component):
                 m.d.sync += flushing.eq(0)
 
         # --- Occupancy, status, counters -------------------------------------------------
-        allocated = s3_go & alloc
-        freed = s3_go & fire & s3_hit
-        next_occ = Signal.like(occupancy)
-        m.d.comb += next_occ.eq(occupancy + allocated - freed)
-        m.d.sync += occupancy.eq(next_occ)
+        # Stage 3's change to the occupancy (a way taken, a way freed) is summed from its
+        # registers, and its go only enables the write: with the go into the adder's inputs,
+        # the trigger register's valid through the stall decision and the adder into the
+        # occupancy was the node's longest path at one placement (15.0 ns, 11.7 of it wires).
         with m.If(flushing):
             m.d.sync += occupancy.eq(0)
+        with m.Elif(s3_go):
+            m.d.sync += occupancy.eq(occupancy + alloc - (fire & s3_hit))
 
         # --- Region registers are locked while the region has open tiles ----------------
         refused = []
@@ -496,8 +497,8 @@ class Tracker(wiring.Component):
             here = s3_region == r
             with m.If(flushing | start_flush):
                 m.d.sync += opened.eq(0)
-            with m.Else():
-                m.d.sync += opened.eq(opened + (allocated & here) - (freed & here))
+            with m.Elif(s3_go):     # (as the occupancy: the go enables, it adds nothing)
+                m.d.sync += opened.eq(opened + (alloc & here) - (fire & s3_hit & here))
             busy = (opened != 0) | (s3_valid & s3_count & here) | \
                 (s2_valid & s2_count & (s2_region == r)) | \
                 (s1_valid & s1_count & (s1_region == r))
@@ -520,8 +521,8 @@ class Tracker(wiring.Component):
                             ("tracked", s3_go & s3_count & ~error), ("triggers", s3_go & fire),
                             ("stall_full", set_full), ("stall_out", out_busy)):
             count(m, counters[name], event, clear_counters)
-        # the peak follows the occupancy register a cycle later (from ``next_occ`` it put the
-        # stall and fire decision, an adder and a compare on one path: the Tracker's longest)
+        # the peak follows the occupancy register a cycle later (from the next occupancy it put
+        # the stall and fire decision, an adder and a compare on one path: the Tracker's longest)
         with m.If(clear_counters | (occupancy > peak)):
             m.d.sync += peak.eq(occupancy)
 
