@@ -262,6 +262,23 @@ def test_status_is_sticky_until_written_one():
     assert seen == [Status.BAD_ACCESS, Status.BAD_ACCESS, 0]
 
 
+async def put_and_watch(ctx, dut, req, fired):
+    """Put one access and watch the trigger output until it could have fired, appending each
+    trigger's address to ``fired``."""
+    await stream_put(ctx, dut.i, pack(mem_request_layout(PARAMS), req))
+    for _ in range(TRIGGER_LATENCY + 1):
+        if ctx.get(dut.o.valid):
+            fired.append(ctx.get(dut.o.payload.addr))
+        await ctx.tick()
+
+
+async def program_region0(ctx, dut, region):
+    for name, value in (("base", region.base), ("size", region.size),
+                        ("tile_elems", region.tile_elems),
+                        ("updates", region.updates_per_element)):
+        await reg_write(ctx, dut.csr, dut.regs, f"region0_{name}", value)
+
+
 def test_a_region_with_open_tiles_refuses_reprogramming():
     """Kernel 1 leaves a tile half updated; kernel 2 reprograms the region: the writes are
     refused (``region_busy``, an error each), so the stale tile cannot complete early under the
@@ -276,36 +293,23 @@ def test_a_region_with_open_tiles_refuses_reprogramming():
     dut = Tracker(PARAMS, tparams)
     seen, fired = {}, []
 
-    async def put(ctx, req):
-        await stream_put(ctx, dut.i, pack(mem_request_layout(PARAMS), req))
-        for _ in range(TRIGGER_LATENCY + 1):
-            if ctx.get(dut.o.valid):
-                fired.append(ctx.get(dut.o.payload.addr))
-            await ctx.tick()
-
-    async def program(ctx, region):
-        for name, value in (("base", region.base), ("size", region.size),
-                            ("tile_elems", region.tile_elems),
-                            ("updates", region.updates_per_element)):
-            await reg_write(ctx, dut.csr, dut.regs, f"region0_{name}", value)
-
     async def bench(ctx):
         ctx.set(dut.o.ready, 1)
-        await program(ctx, old)
+        await program_region0(ctx, dut, old)
         await reg_write(ctx, dut.csr, dut.regs, "ctrl", CTRL.encode(enable=1))
         while not ctx.get(dut.i.ready):
             await ctx.tick()
-        await put(ctx, kernel1[0])
-        await program(ctx, new)
+        await put_and_watch(ctx, dut, kernel1[0], fired)
+        await program_region0(ctx, dut, new)
         for name in ("status", "errors", "region0_base", "occupancy"):
             seen[name] = await reg_read(ctx, dut.csr, dut.regs, name)
         await reg_write(ctx, dut.csr, dut.regs, "cmd", CMD.encode(flush=1))
-        await program(ctx, new)
+        await program_region0(ctx, dut, new)
         seen["base_after_flush"] = await reg_read(ctx, dut.csr, dut.regs, "region0_base")
         while not ctx.get(dut.i.ready):
             await ctx.tick()
         for req in kernel2:
-            await put(ctx, req)
+            await put_and_watch(ctx, dut, req, fired)
         seen["triggers"] = await reg_read(ctx, dut.csr, dut.regs, "triggers")
 
     run_testbench(dut, bench)
@@ -335,34 +339,21 @@ def test_a_region_whose_tiles_all_fired_takes_reprogramming():
     dut = Tracker(PARAMS, tparams)
     seen, fired = {}, []
 
-    async def put(ctx, req):
-        await stream_put(ctx, dut.i, pack(mem_request_layout(PARAMS), req))
-        for _ in range(TRIGGER_LATENCY + 1):
-            if ctx.get(dut.o.valid):
-                fired.append(ctx.get(dut.o.payload.addr))
-            await ctx.tick()
-
-    async def program(ctx, region):
-        for name, value in (("base", region.base), ("size", region.size),
-                            ("tile_elems", region.tile_elems),
-                            ("updates", region.updates_per_element)):
-            await reg_write(ctx, dut.csr, dut.regs, f"region0_{name}", value)
-
     async def bench(ctx):
         ctx.set(dut.o.ready, 1)
-        await program(ctx, old)
+        await program_region0(ctx, dut, old)
         await reg_write(ctx, dut.csr, dut.regs, "ctrl", CTRL.encode(enable=1))
         while not ctx.get(dut.i.ready):
             await ctx.tick()
         for req in kernel1:
-            await put(ctx, req)
-        await program(ctx, new)
+            await put_and_watch(ctx, dut, req, fired)
+        await program_region0(ctx, dut, new)
         for name in ("status", "errors", "region0_base", "occupancy"):
             seen[name] = await reg_read(ctx, dut.csr, dut.regs, name)
         while not ctx.get(dut.i.ready):
             await ctx.tick()
         for req in kernel2:
-            await put(ctx, req)
+            await put_and_watch(ctx, dut, req, fired)
         seen["triggers"] = await reg_read(ctx, dut.csr, dut.regs, "triggers")
 
     run_testbench(dut, bench)
