@@ -228,8 +228,12 @@ class BypassFIFO(_RAMQueue):
     beat before it has been read by the end of ``c``, else from the cycle after the last of
     them is read; with ``r_en`` held high one beat leaves per cycle.  ``r_rdy`` is a register;
     ``r_data`` is a 2:1 select, by a register, between the RAM's read register and the bypass
-    register.  ``w_en`` and ``r_en`` reach the RAM's enables, the pointers and the bypass
-    register's enable, never ``w_rdy`` or ``r_rdy`` in the same cycle.
+    register.  The RAM's write enable is ``w_rdy``: the slot at the write pointer is free while
+    the RAM has room, so it takes ``w_data`` in every such cycle, a beat or not (as
+    :class:`WriteAheadFIFO`'s); a beat that bypasses it leaves the pointer where it was, and
+    the next cycle's ``w_data`` overwrites the copy.  ``w_en`` and ``r_en`` reach the RAM's
+    read enable, the pointers and the bypass register's enable, never the RAM's write enable,
+    ``w_rdy`` or ``r_rdy`` in the same cycle.
     """
 
     def __init__(self, *, width, depth, ram_style=None):
@@ -249,7 +253,12 @@ class BypassFIFO(_RAMQueue):
         bypass = do_write & ~q.any & out_free
         m.d.comb += [
             q.push.eq(do_write & ~bypass),
-            q.ram_we.eq(q.push),
+            # the slot at the write pointer holds no beat while the RAM has room: it takes
+            # w_data in every such cycle (as WriteAheadFIFO's), so the RAM's write enable is a
+            # function of the level register, not of the bypass decision and the reader's
+            # r_en behind it (the node's consumer ready, through out_free, into the block
+            # RAMs' write enables was the node's critical path, 12.9 ns, 11.3 of it wires)
+            q.ram_we.eq(self.w_rdy),
             q.pop.eq(q.any & out_free),
             self.r_data.eq(Mux(from_bypass, bypass_data, q.data)),
         ]
@@ -279,6 +288,10 @@ class WriteAheadFIFO(_RAMQueue):
     width, depth : int
         As ``SyncFIFOBuffered``; ``depth`` >= 2 (``depth - 1`` entries in the RAM, one in the
         output register).
+    ram_style : str or None
+        A ``ram_style`` attribute for the RAM (``"distributed"`` keeps a wide, shallow queue
+        in LUT RAM, where ``SyncFIFOBuffered``'s asynchronously read storage goes, rather than
+        in block RAM, whose read register is slow to leave on an ECP5).
 
     Ports
     -----
@@ -292,9 +305,13 @@ class WriteAheadFIFO(_RAMQueue):
     are functions of registers; ``w_en`` reaches the write pointer and the level only.
     """
 
+    def __init__(self, *, width, depth, ram_style=None):
+        super().__init__(width=width, depth=depth)
+        self.ram_style = ram_style
+
     def elaborate(self, platform):
         m = Module()
-        q = self._storage(m)
+        q = self._storage(m, self.ram_style)
         m.d.comb += [
             q.push.eq(self.w_en & self.w_rdy),
             # the slot at the write pointer holds no beat while there is room: write it in
