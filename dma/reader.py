@@ -5,7 +5,6 @@ tile and sends it).  ``dma.model.tile_beat_addresses`` is its golden model of th
 
 from amaranth import Module, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from hw.interfaces import ElemType, Op, Source, Stream, request_signature, response_signature
@@ -71,8 +70,9 @@ class TileReader(wiring.Component):
     issued whose beats have not left on ``tile_data`` never exceed ``buffer_beats``, so a
     response always finds room.  The reader is free again in the cycle after it issued a
     tile's last read (one cycle without a read between tiles, which the payload buffer
-    hides).  A response taken in cycle ``r`` is on ``tile_data`` from ``r + 2`` (Amaranth's
-    ``SyncFIFOBuffered``).
+    hides).  A response taken in cycle ``r`` is on ``tile_data`` from ``r + 2`` (the timing of
+    Amaranth's ``SyncFIFOBuffered``; the buffer is a :class:`hw.pipeline.WriteAheadFIFO`, so the
+    tag check reaches its pointer and level, not the write enable of its LUT RAM).
     """
 
     def __init__(self, params: T3Params, dparams: DMAParams):
@@ -84,7 +84,11 @@ class TileReader(wiring.Component):
         #: whether a response was lost
         self.reserved = Signal(range(dparams.buffer_beats + 1), name="reserved")
         self.rd_v = Signal(name="rd_v")
-        self.data_q = SyncFIFOBuffered(width=params.beat_bits, depth=dparams.buffer_beats)
+        #: the payload buffer: ``SyncFIFOBuffered``'s timing, its LUT RAM written ahead (the
+        #: response's tag check into the write enable of every LUT-RAM cell of the buffer was
+        #: the node's critical path, 13.2 ns, 10.6 of it wires)
+        self.data_q = WriteAheadFIFO(width=params.beat_bits, depth=dparams.buffer_beats,
+                                     ram_style="distributed")
         self.exp_tag = Signal(max(1, params.tag_bits), name="exp_tag")
         #: a response was lost: every later one is dropped
         self.lost = Signal(name="lost")
