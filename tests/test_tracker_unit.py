@@ -279,26 +279,42 @@ async def program_region0(ctx, dut, region):
         await reg_write(ctx, dut.csr, dut.regs, f"region0_{name}", value)
 
 
+async def wait_ready(ctx, dut):
+    while not ctx.get(dut.i.ready):
+        await ctx.tick()
+
+
+async def start_on(ctx, dut, region):
+    """Take every trigger, program region 0, enable the Tracker and wait until it takes
+    accesses."""
+    ctx.set(dut.o.ready, 1)
+    await program_region0(ctx, dut, region)
+    await reg_write(ctx, dut.csr, dut.regs, "ctrl", CTRL.encode(enable=1))
+    await wait_ready(ctx, dut)
+
+
+#: the region-reprogramming tests: one set of two ways, region 0 moved from OLD to NEW between
+#: kernels; kernel 2 is NEW's first tile in two halves
+REPROG_TPARAMS = TrackerParams(sets=1, ways=2, regions=1)
+OLD_REGION, NEW_REGION = Region(0x1000, 0x1000, 32, 1), Region(0x4000, 0x1000, 32, 1)
+KERNEL2 = [request(PARAMS, NEW_REGION.base + 0x20 * k, FULL, ElemType.FP16, 1, 0)
+           for k in (0, 1)]
+
+
 def test_a_region_with_open_tiles_refuses_reprogramming():
     """Kernel 1 leaves a tile half updated; kernel 2 reprograms the region: the writes are
     refused (``region_busy``, an error each), so the stale tile cannot complete early under the
     new settings.  After a flush the writes are taken and kernel 2's tile with the same ids
     fires once, with all its updates, at its own address.  Before, it fired at half its updates
     carrying the old address, status 0.  The model agrees at every step."""
-    tparams = TrackerParams(sets=1, ways=2, regions=1)
-    old, new = Region(0x1000, 0x1000, 32, 1), Region(0x4000, 0x1000, 32, 1)
+    old, new, kernel2 = OLD_REGION, NEW_REGION, KERNEL2
     kernel1 = [request(PARAMS, old.base + 0x40, FULL, ElemType.FP16, 1, 0)]
-    kernel2 = [request(PARAMS, new.base + 0x20 * k, FULL, ElemType.FP16, 1, 0) for k in (0, 1)]
-    model = TrackerModel(PARAMS, tparams, [old])
-    dut = Tracker(PARAMS, tparams)
+    model = TrackerModel(PARAMS, REPROG_TPARAMS, [old])
+    dut = Tracker(PARAMS, REPROG_TPARAMS)
     seen, fired = {}, []
 
     async def bench(ctx):
-        ctx.set(dut.o.ready, 1)
-        await program_region0(ctx, dut, old)
-        await reg_write(ctx, dut.csr, dut.regs, "ctrl", CTRL.encode(enable=1))
-        while not ctx.get(dut.i.ready):
-            await ctx.tick()
+        await start_on(ctx, dut, old)
         await put_and_watch(ctx, dut, kernel1[0], fired)
         await program_region0(ctx, dut, new)
         for name in ("status", "errors", "region0_base", "occupancy"):
@@ -306,8 +322,7 @@ def test_a_region_with_open_tiles_refuses_reprogramming():
         await reg_write(ctx, dut.csr, dut.regs, "cmd", CMD.encode(flush=1))
         await program_region0(ctx, dut, new)
         seen["base_after_flush"] = await reg_read(ctx, dut.csr, dut.regs, "region0_base")
-        while not ctx.get(dut.i.ready):
-            await ctx.tick()
+        await wait_ready(ctx, dut)
         for req in kernel2:
             await put_and_watch(ctx, dut, req, fired)
         seen["triggers"] = await reg_read(ctx, dut.csr, dut.regs, "triggers")
@@ -330,28 +345,21 @@ def test_a_region_whose_tiles_all_fired_takes_reprogramming():
     open-tile count of the region goes down with each trigger as it went up with each new tile.
     Kernel 1 completes its one tile; kernel 2's writes are taken (status 0, no error) and its
     tile fires at its own address.  The model agrees at every step."""
-    tparams = TrackerParams(sets=1, ways=2, regions=1)
-    old, new = Region(0x1000, 0x1000, 32, 1), Region(0x4000, 0x1000, 32, 1)
+    old, new, kernel2 = OLD_REGION, NEW_REGION, KERNEL2
     kernel1 = [request(PARAMS, old.base + 0x40 + 0x20 * k, FULL, ElemType.FP16, 1, 0)
                for k in (0, 1)]
-    kernel2 = [request(PARAMS, new.base + 0x20 * k, FULL, ElemType.FP16, 1, 0) for k in (0, 1)]
-    model = TrackerModel(PARAMS, tparams, [old])
-    dut = Tracker(PARAMS, tparams)
+    model = TrackerModel(PARAMS, REPROG_TPARAMS, [old])
+    dut = Tracker(PARAMS, REPROG_TPARAMS)
     seen, fired = {}, []
 
     async def bench(ctx):
-        ctx.set(dut.o.ready, 1)
-        await program_region0(ctx, dut, old)
-        await reg_write(ctx, dut.csr, dut.regs, "ctrl", CTRL.encode(enable=1))
-        while not ctx.get(dut.i.ready):
-            await ctx.tick()
+        await start_on(ctx, dut, old)
         for req in kernel1:
             await put_and_watch(ctx, dut, req, fired)
         await program_region0(ctx, dut, new)
         for name in ("status", "errors", "region0_base", "occupancy"):
             seen[name] = await reg_read(ctx, dut.csr, dut.regs, name)
-        while not ctx.get(dut.i.ready):
-            await ctx.tick()
+        await wait_ready(ctx, dut)
         for req in kernel2:
             await put_and_watch(ctx, dut, req, fired)
         seen["triggers"] = await reg_read(ctx, dut.csr, dut.regs, "triggers")
