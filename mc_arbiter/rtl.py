@@ -27,7 +27,8 @@ class ArbiterPolicy(wiring.Component):
     ``threshold_calib`` into the threshold now, over ``threshold_next``) and ``dequeue`` (a
     request leaves the MCQ now: ``level`` next is ``level`` + an issue − ``dequeue``).
     Outputs, combinational: ``issue_compute``/``issue_comm`` (at most one, only with
-    ``room``), ``forced``.  State: ``starve`` (cycles communication waited with room since it
+    ``room``), ``forced``, and ``tap_comm``: the stream whose request issues, if one does
+    (high for communication), decided without ``room`` and without the threshold's compare.  State: ``starve`` (cycles communication waited with room since it
     last issued), ``draining``, and which stream issued last (for round-robin).  The rules are
     :class:`MCArbiter`'s.
 
@@ -53,6 +54,7 @@ class ArbiterPolicy(wiring.Component):
             "threshold_calib": In(level_shape), "calib_write": In(1),
             "dequeue": In(1),
             "issue_compute": Out(1), "issue_comm": Out(1), "forced": Out(1),
+            "tap_comm": Out(1),
             "starve": Out(STARVE_BITS), "draining": Out(1),
         })
         #: ``starve_limit != 0 and starve >= starve_limit``, a register (for proofs)
@@ -86,6 +88,20 @@ class ArbiterPolicy(wiring.Component):
                     m.d.comb += [pick_compute.eq(c_valid), pick_comm.eq(m_valid)]
         m.d.comb += [self.issue_compute.eq(pick_compute & self.room),
                      self.issue_comm.eq(pick_comm & self.room)]
+        # which payload the tap offers: the issuing stream's.  With one stream valid, that
+        # one; with both, the policy's choice, which then depends on registers only (the
+        # policy, draining, drain, starved, the last issue), not on ``below`` or ``room``.
+        # The full decision through the payload's select into the Tracker's input slice was
+        # the node's critical path (11.5 ns, 4.4 of it the select's net)
+        both_comm = Signal()
+        with m.Switch(policy):
+            with m.Case(Policy.COMPUTE_FIRST):
+                m.d.comb += both_comm.eq(0)
+            with m.Case(Policy.MCA):
+                m.d.comb += both_comm.eq(self.draining | self.drain | self.starved)
+            with m.Default():
+                m.d.comb += both_comm.eq(~last_comm)
+        m.d.comb += self.tap_comm.eq(~c_valid | (m_valid & both_comm))
         with m.If(self.issue_compute | self.issue_comm):
             m.d.sync += last_comm.eq(self.issue_comm)
         clear = self.issue_comm | ~m_valid
@@ -289,12 +305,13 @@ class MCArbiter(wiring.Component):
         issue_compute, issue_comm = core.issue_compute, core.issue_comm
         forced, draining_now = core.forced, core.draining | self.drain
         enqueue = issue_compute | issue_comm
-        chosen = Mux(issue_comm, self.comm.payload.as_value(), self.compute.payload.as_value())
+        tap_comm = core.tap_comm
+        chosen = Mux(tap_comm, self.comm.payload.as_value(), self.compute.payload.as_value())
         entry = layout(Signal(layout))
         level_next = Signal.like(level)
         m.d.comb += [
             entry.eq(chosen),
-            entry.stream.eq(Mux(issue_comm, Stream.COMM, Stream.COMPUTE)),
+            entry.stream.eq(Mux(tap_comm, Stream.COMM, Stream.COMPUTE)),
             self.compute.ready.eq(issue_compute),
             self.comm.ready.eq(issue_comm),
             self.tap.valid.eq(enqueue),

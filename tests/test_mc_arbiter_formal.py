@@ -91,6 +91,9 @@ class PolicySpec(Elaboratable):
             Assert(~issued | core.room),
             Assert(~core.issue_compute | core.c_valid),
             Assert(~core.issue_comm | core.m_valid),
+            # the tap's select is the issuing stream
+            Assert(~core.issue_comm | core.tap_comm),
+            Assert(~core.issue_compute | ~core.tap_comm),
             # round-robin and compute-first waste no cycle
             Assert(~((rr | first) & (core.c_valid | core.m_valid) & core.room) | issued),
             # compute-first: compute never waits while there is room
