@@ -157,10 +157,13 @@ class _RAMQueue(Elaboratable, FIFOInterface):
         super().__init__(width=width, depth=depth)
         self.level = Signal(range(depth + 1))
 
-    def _storage(self, m, ram_style=None):
+    def _storage(self, m, ram_style=None, read_ahead=False):
         """The RAM and its pointers in ``m``; returns the strobes to drive (``push``,
-        ``ram_we``, ``pop``), ``any`` (the RAM holds a beat) and ``data`` (its read
-        register)."""
+        ``ram_we``, ``pop``), ``any`` (the RAM holds a beat), ``level`` (how many) and
+        ``data`` (its read register).  With ``read_ahead`` the RAM is read in every cycle at
+        the read pointer as it will be in the next, so ``data`` is the head's slot as it was at
+        the end of the last cycle (a beat pushed in the last cycle is not in it yet), read
+        while the beat is still waiting, rather than the beat that ``pop`` took."""
         inner_depth = self.depth - 1
         q = SimpleNamespace(push=Signal(), ram_we=Signal(), pop=Signal())
         inner_level = Signal(range(inner_depth + 1))
@@ -183,15 +186,17 @@ class _RAMQueue(Elaboratable, FIFOInterface):
             w_port.addr.eq(produce),
             w_port.data.eq(self.w_data),
             w_port.en.eq(q.ram_we),
-            r_port.addr.eq(consume),
-            r_port.en.eq(q.pop),
         ]
+        if read_ahead:
+            m.d.comb += [r_port.addr.eq(Mux(q.pop, incr(consume), consume)), r_port.en.eq(1)]
+        else:
+            m.d.comb += [r_port.addr.eq(consume), r_port.en.eq(q.pop)]
         with m.If(q.push):
             m.d.sync += produce.eq(incr(produce))
         with m.If(q.pop):
             m.d.sync += consume.eq(incr(consume))
         m.d.sync += inner_level.eq(inner_level + q.push - q.pop)
-        q.any, q.data = inner_level != 0, r_port.data
+        q.any, q.level, q.data = inner_level != 0, inner_level, r_port.data
         return q
 
 
@@ -292,6 +297,15 @@ class WriteAheadFIFO(_RAMQueue):
         A ``ram_style`` attribute for the RAM (``"distributed"`` keeps a wide, shallow queue
         in LUT RAM, where ``SyncFIFOBuffered``'s asynchronously read storage goes, rather than
         in block RAM, whose read register is slow to leave on an ECP5).
+    read_ahead : bool
+        ``r_data`` is a register of its own, loaded from the RAM's read register, which then
+        reads the RAM a cycle ahead: in every cycle, at the slot that will be the head in the
+        next (the beat ``r_data`` takes next is read while it waits), or from a register of
+        the last cycle's ``w_data`` when that beat was written in the last cycle (a slot read
+        ahead of its write).  For a deep queue in block RAM whose reader is far away: the
+        RAM's read register (on an ECP5 5.8 ns from the clock to its output) then ends at a
+        register that can sit beside it, and the reader starts from a flip-flop.  The same
+        timing and capacity; ``width`` more flip-flops twice.
 
     Ports
     -----
@@ -305,21 +319,34 @@ class WriteAheadFIFO(_RAMQueue):
     are functions of registers; ``w_en`` reaches the write pointer and the level only.
     """
 
-    def __init__(self, *, width, depth, ram_style=None):
+    def __init__(self, *, width, depth, ram_style=None, read_ahead=False):
         super().__init__(width=width, depth=depth)
         self.ram_style = ram_style
+        self.read_ahead = bool(read_ahead)
 
     def elaborate(self, platform):
         m = Module()
-        q = self._storage(m, self.ram_style)
+        q = self._storage(m, self.ram_style, self.read_ahead)
         m.d.comb += [
             q.push.eq(self.w_en & self.w_rdy),
             # the slot at the write pointer holds no beat while there is room: write it in
             # every such cycle
             q.ram_we.eq(self.w_rdy),
             q.pop.eq(q.any & (~self.r_rdy | self.r_en)),
-            self.r_data.eq(q.data),
         ]
+        if self.read_ahead:
+            # the RAM's read register holds the head's slot as it was at the end of the last
+            # cycle: the head's beat, unless it was pushed in the last cycle (then the only
+            # beat in the RAM), whose data is last cycle's w_data
+            last_data = Signal(self.width)
+            pushed = Signal()
+            out = Signal(self.width)
+            m.d.sync += [last_data.eq(self.w_data), pushed.eq(q.push)]
+            with m.If(q.pop):
+                m.d.sync += out.eq(Mux(pushed & (q.level == 1), last_data, q.data))
+            m.d.comb += self.r_data.eq(out)
+        else:
+            m.d.comb += self.r_data.eq(q.data)
         with m.If(q.pop):
             m.d.sync += self.r_rdy.eq(1)
         with m.Elif(self.r_en):

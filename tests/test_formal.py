@@ -735,6 +735,8 @@ PROOFS = {
     "bypass_fifo": (lambda: BypassFIFOSpec(depth=3), "bmc", 8, 10),
     "write_ahead_fifo": (lambda: BypassFIFOSpec(3, WriteAheadFIFO, SyncFIFOBuffered), "bmc", 8,
                          10),
+    "read_ahead_fifo": (lambda: BypassFIFOSpec(
+        3, lambda **kw: WriteAheadFIFO(**kw, read_ahead=True), SyncFIFOBuffered), "bmc", 8, 10),
     "skid_buffer": (SkidBufferSpec, "bmc", 8, 10),
     "skid_buffer_field": (lambda: SkidBufferSpec(("a",)), "bmc", 8, 10),
     # at 7 cycles a store is read back as a hit (35 s); at 8 a read under a window that moved

@@ -158,6 +158,19 @@ def test_write_ahead_fifo_is_sync_fifo_buffered(depth, w_p, r_p):
     assert 0 <= counts["in"] - counts["out"] <= depth
 
 
+@pytest.mark.parametrize("depth", [2, 3, 8])
+@pytest.mark.parametrize("w_p,r_p", [(0.5, 0.5), (0.9, 0.3), (0.3, 0.9), (1, 1)])
+def test_read_ahead_fifo_is_sync_fifo_buffered(depth, w_p, r_p):
+    """``r_data`` a register loaded from a RAM read a cycle ahead (or from last cycle's
+    ``w_data``): cycle for cycle the ports of ``SyncFIFOBuffered``, the head's data included
+    whether its beat was written long ago, in the last cycle, or into a queue just emptied."""
+    counts = run_bypass_fifo(depth, w_p, r_p, seed=depth * 7000 + int(w_p * 10 + r_p * 100),
+                             dut_cls=lambda **kw: WriteAheadFIFO(**kw, read_ahead=True),
+                             ref_cls=SyncFIFOBuffered)
+    assert counts["out"] > 100
+    assert 0 <= counts["in"] - counts["out"] <= depth
+
+
 def test_write_ahead_fifo_refuses_a_depth_below_two():
     with pytest.raises(ValueError, match="WriteAheadFIFO depth must be at least 2, not 1"):
         WriteAheadFIFO(width=4, depth=1)
