@@ -425,7 +425,8 @@ class TrackerSpec(Elaboratable):
         for w in ways:
             m.d.comb += Assert(st["s2_hit_read"][w] ==
                                (s2_row[w].valid & (s2_row[w].tag == s2_tag)))
-        m.d.comb += Assert(st["same_tag3"] == (st["s3_tag"] == s2_tag))
+        m.d.comb += [Assert(st["same_tag3"] == (st["s3_tag"] == s2_tag)),
+                     Assert(st["fwd_earlier"] == (st["s3_start"] < st["s2_addr"]))]
         # a tag is open in one way at most; stage 3 writes only the way of its own tag, or a
         # free way when its tag has none, and writes only when it counts
         m.d.comb += Assert(~(row[0].valid & row[1].valid & (row[0].tag == row[1].tag)))

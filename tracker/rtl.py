@@ -546,6 +546,6 @@ class Tracker(wiring.Component):
         self.state = {name: value for name, value in locals().items()
                       if name.startswith(("s1_", "s2_", "s3_")) or name in (
                           "table", "rd", "flushing", "flush_set", "updated", "write", "fwd",
-                          "same3", "same_tag3", "advance", "occupancy", "settle", "region_regs",
+                          "same3", "same_tag3", "fwd_earlier", "advance", "occupancy", "settle", "region_regs",
                           "take")}
         return m
