@@ -420,7 +420,8 @@ class TrackerSpec(Elaboratable):
         with m.If(st["s2_valid"]):
             m.d.comb += [Assert(st["s2_row"].as_value() == row.as_value()), Assert(st["same3"])]
         # the compares begun a stage early: stage 2's match on each way as registered (from
-        # the pairs, or the entry forwarded at that edge), and stage 3's tag against stage 2's
+        # the pairs, or the entry forwarded at that edge), stage 3's tag against stage 2's,
+        # and stage 3's start against stage 2's beat (the forwarded entry's ``earlier``)
         s2_row, s2_tag = st["s2_row"], st["s2_tag"]
         for w in ways:
             m.d.comb += Assert(st["s2_hit_read"][w] ==
