@@ -54,12 +54,15 @@ class NearBankALU(wiring.Component):
 
     Timing
     ------
-    Stage 0 (the input cycle): the input registered, nothing computed — the command's fields
-    and both beats once for the byte merge, and the two beats again for each element type's
-    lanes, loaded only by an input of that type (a beat feeds 40 adders; from one register
-    its wires spread over the adders' area: on an FPGA the fan-out, not the logic, set the
-    first stage's delay); stage 1: the mask checks, the ``STORE`` merge, the int32 sums and
-    the adders' magnitude compare and swap; stage 2: the adders' alignment shift; stage 3:
+    Stage 0 (the input cycle): the input registered with one thing computed, the mask check
+    (whether an ``UPDATE`` enables whole elements of a type with adders) — the command's
+    fields and both beats once for the byte merge, and the two beats again for each element
+    type's lanes, loaded only by an input of that type (a beat feeds 40 adders; from one
+    register its wires spread over the adders' area: on an FPGA the fan-out, not the logic,
+    set the first stage's delay); stage 1: the ``STORE`` merge, the bytes that take a sum
+    (from the check's register: decided in stage 1 the check drove the reset of those
+    bytes' registers, 12.0 ns in a node), the int32 sums and the adders' magnitude compare
+    and swap; stage 2: the adders' alignment shift; stage 3:
     their magnitude add and leading-zero count; stage 4: their normalising shift; stage 5:
     their rounding and choice of special results (NaN, infinity, zero); stage 6: the choice
     of the element type's sums, the lane merge, and the output register.  A result is
@@ -88,6 +91,15 @@ class NearBankALU(wiring.Component):
         with m.If(advance):
             m.d.sync += [req.eq(self.i.payload), valid.eq(self.i.valid)]
         old, new, mask = req.old, req.data, req.mask
+        # the mask check, from the input: an UPDATE of part of an element, or of a type without
+        # adders, is refused; ``sum_ok``: an UPDATE that is not
+        given = self.i.payload
+        built = given.etype.as_value().matches(*(e.value for e in self.etypes))
+        updating = given.op == Op.UPDATE
+        refused = updating & (~mask_is_whole(given.mask, given.etype) | ~built)
+        bad, sum_ok = Signal(name="bad"), Signal(name="sum_ok")
+        with m.If(advance):
+            m.d.sync += [bad.eq(refused), sum_ok.eq(updating & ~refused)]
         operands = {}
         for etype in self.etypes:
             # each type's own copy (its own load enable: Yosys cannot merge the copies)
@@ -105,13 +117,11 @@ class NearBankALU(wiring.Component):
                 value = reg
             return value
 
-        # --- masks: whole elements only for UPDATE -------------------------------------------------
-        built = req.etype.as_value().matches(*(e.value for e in self.etypes))
-        bad = (req.op == Op.UPDATE) & (~mask_is_whole(mask, req.etype) | ~built)
+        # --- stage 1: the byte merge -----------------------------------------------------------
         # bytes that take the sum; every other byte is ``passthrough``: the old beat, or the
         # stored data where a STORE enables it
         take_sum = Signal(p.beat_bytes)
-        m.d.comb += take_sum.eq(Mux((req.op == Op.UPDATE) & ~bad, mask, 0))
+        m.d.comb += take_sum.eq(Mux(sum_ok, mask, 0))
         store = (req.op == Op.STORE)
         passthrough = Signal(p.beat_bits)
         m.d.comb += passthrough.eq(Cat(
