@@ -165,7 +165,7 @@ def arbiter_registers(aparams: ArbiterParams):
         Reg("comm_issues", 32, "ro", "requests enqueued from the communication stream"),
         Reg("compute_wait", 32, "ro", "cycles a compute request waited (valid, not taken)"),
         Reg("forced", 32, "ro", "communication issues forced by the starvation limit"),
-        Reg("comm_max_wait", 32, "ro", "longest run of cycles a communication request waited"),
+        Reg("comm_max_wait", 32, "ro", "longest run of cycles a communication request waited (a cycle behind the run)"),
         Reg("peak_occupancy", 32, "ro", "most MCQ entries at once"),
         Reg("occupancy_sum", 48, "ro", "sum over cycles of the MCQ occupancy (mean = "
                                        "occupancy_sum / cycles)"),
