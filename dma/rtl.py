@@ -207,16 +207,20 @@ class DMAEngine(wiring.Component):
         # elements, (tile_cols - 1) * ld + tile_rows, as two terms: tile_cols * ld and
         # tile_rows - ld; LOAD's sum of the tile's end then starts from registers (the multiply
         # and the sum after it in one cycle were the DMA's longest path alone, 11.2 ns).  The
-        # product is each command's own register, multiplied from its registers' next values
-        # (so it is current whenever they are): multiplied at TAKE, from the trigger head's
-        # register through the table's select, it was the DMA's and a node's longest path
-        # (10.2 and 11.8 ns, 3.9 of them the multiplier)
+        # product is each command's own register, multiplied from its registers: it follows a
+        # write of them a cycle late, so TAKE waits in the cycle after such a write
+        # (``table_fresh``).  Multiplied at TAKE, from the trigger head's register through the
+        # table's select, it was the DMA's and a node's longest path (10.2 and 11.8 ns, 3.9 of
+        # them the multiplier); from the registers' next values, through their write lock
+        # (the dispatch's state) into the multiplier, the DMA's alone (12.7 ns)
         c_stride = Signal(dp.dim_bits + 2)
         c_prod = Signal(2 * dp.dim_bits)
         span_prod = Array(Signal(2 * dp.dim_bits, name=f"cmd{c}_span_prod") for c in range(n))
+        table_fresh = Signal()
         for c in range(n):
-            m.d.sync += span_prod[c].eq(regs.rw_next(m, f"cmd{c}_tile_cols") *
-                                        regs.rw_next(m, f"cmd{c}_ld"))
+            m.d.sync += span_prod[c].eq(table("tile_cols")[c] * table("ld")[c])
+        m.d.sync += table_fresh.eq(Cat(regs.write_strobe(f"cmd{c}_{f}") for c in range(n)
+                                       for f in ("tile_cols", "ld")).any())
         c_dr = Signal(signed(dp.dim_bits + 1))
 
         def mode(name):
@@ -268,7 +272,7 @@ class DMAEngine(wiring.Component):
 
         with m.FSM(name="dispatch") as dispatch:
             with m.State("TAKE"):
-                with m.If(trig_head.o.valid & enable & ~forget_blocks):
+                with m.If(trig_head.o.valid & enable & ~forget_blocks & ~table_fresh):
                     m.d.comb += trig_head.o.ready.eq(1)
                     t_mode = data.View(MODE.layout, table("mode")[head.region])
                     m.d.sync += [
