@@ -112,6 +112,11 @@ class DMAEngine(wiring.Component):
         self.reserved, self.rd_v = self.reader.reserved, self.reader.rd_v
         self.data_q, self.exp_tag = self.reader.data_q, self.reader.exp_tag
         self.resp_lost = self.reader.lost
+        #: the command's tile_cols, ld and their product as TAKE loaded them (the proof
+        #: ``dma_span`` holds the product equal to theirs whatever the host writes when)
+        self.c_tcols = Signal(dparams.dim_bits, name="c_tcols")
+        self.c_ld = Signal(dparams.dim_bits, name="c_ld")
+        self.c_prod = Signal(2 * dparams.dim_bits, name="c_prod")
         #: the send side and the receive side (the latter's slice, ``depacketizer.slice``, is
         #: state the proofs read)
         self.packetizer = Packetizer(params, dparams)
@@ -201,8 +206,8 @@ class DMAEngine(wiring.Component):
         # this, one sum (the difference and the sum after the pending store's read were the
         # DMA's longest path, into the job register)
         c_shift = Signal(A, name="c_shift")
-        c_cols, c_ld = Signal(dp.dim_bits, name="c_cols"), Signal(dp.dim_bits, name="c_ld")
-        c_trows, c_tcols = Signal(dp.dim_bits, name="c_trows"), Signal(dp.dim_bits, name="c_tcols")
+        c_cols, c_ld = Signal(dp.dim_bits, name="c_cols"), self.c_ld
+        c_trows, c_tcols = Signal(dp.dim_bits, name="c_trows"), self.c_tcols
         # taken with the command: the row stride in bytes (ld << eshift), and the tile's span in
         # elements, (tile_cols - 1) * ld + tile_rows, as two terms: tile_cols * ld and
         # tile_rows - ld; LOAD's sum of the tile's end then starts from registers (the multiply
@@ -214,7 +219,7 @@ class DMAEngine(wiring.Component):
         # them the multiplier); from the registers' next values, through their write lock
         # (the dispatch's state) into the multiplier, the DMA's alone (12.7 ns)
         c_stride = Signal(dp.dim_bits + 2)
-        c_prod = Signal(2 * dp.dim_bits)
+        c_prod = self.c_prod
         span_prod = Array(Signal(2 * dp.dim_bits, name=f"cmd{c}_span_prod") for c in range(n))
         table_fresh = Signal()
         for c in range(n):

@@ -228,6 +228,24 @@ class DMASendSpec(Elaboratable):
         return m
 
 
+class DMASpanSpec(Elaboratable):
+    """Register writes at any time (not only in a set-up phase) and any triggers: the tile's
+    span product TAKE loads (each command's product register, which follows a write of
+    ``tile_cols`` or ``ld`` a cycle late) is always the product of the ``tile_cols`` and
+    ``ld`` TAKE loads with it."""
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = DMAEngine(DMA_P, DMA_D)
+        free(m, dut.csr.addr, dut.csr.w_data, dut.csr.w_stb)
+        stream_source(m, dut.trig.valid, dut.trig.payload.as_value(), dut.trig.ready, "trig")
+        m.d.comb += [dut.remote.valid.eq(0), dut.rx.tvalid.eq(0)]
+        free(m, dut.mem.ready, dut.tx.tready, dut.resp.valid, dut.resp.payload.data,
+             dut.resp.payload.error)
+        m.d.comb += Assert(dut.c_prod == dut.c_tcols * dut.c_ld)
+        return m
+
+
 class DMACreditSpec(Elaboratable):
     """The read credit for all time (k-induction): any triggers and any command table (set-up
     writes), a memory answering its reads in order after any delay.  The beats reserved are
@@ -730,6 +748,7 @@ PROOFS = {
     "nmc": (NMCSpec, "bmc", 11, 13),
     "dma_send": (DMASendSpec, "bmc", 9, 12),
     "dma_receive": (DMAReceiveSpec, "bmc", 6, 7),
+    "dma_span": (DMASpanSpec, "bmc", 8, 10),
     # the same at the GPU numbers of a 64-GPU ring (6 bits): the header's fields move
     "dma_send_gpu6": (lambda: DMASendSpec(DMA_D64), "bmc", 9, 12),
     "dma_receive_gpu6": (lambda: DMAReceiveSpec(DMA_D64), "bmc", None, 6),
