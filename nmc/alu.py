@@ -55,20 +55,20 @@ class NearBankALU(wiring.Component):
     Timing
     ------
     Stage 0 (the input cycle): the input registered with one thing computed, the mask check
-    (whether an ``UPDATE`` enables whole elements of a type with adders) — the command's fields
-    and both beats once for the byte merge, and the two beats again for each element type's
-    lanes, loaded only by an input of that type (a beat feeds 40 adders; from one register its
-    wires spread over the adders' area: on an FPGA the fan-out, not the logic, set the first
-    stage's delay); stage 1: the ``STORE`` merge, the bytes that take a sum (from the check's
-    register: decided in stage 1 the check drove the reset of those bytes' registers, 12.0 ns in
-    a node), the int32 sums and the adders' magnitude compare and swap; stage 2: the adders'
-    alignment shift; stage 3: their magnitude add and leading-zero count by groups of 8 bits;
-    stage 4: the count's last levels and their normalising shift; stage 5: their rounding and
-    choice of special results (NaN, infinity, zero); stage 6: the choice of the element type's
-    sums, the lane merge, and the output register. A result is valid on ``o`` ``LATENCY`` cycles
-    after its input handshake; one input is taken every cycle while ``o.ready`` is high. The
-    whole pipeline moves together: ``i.ready`` = ``~o.valid | o.ready``, and nothing moves while
-    ``o`` holds an unaccepted result.
+    (whether an ``UPDATE`` enables whole elements of a type with adders) — the command's
+    fields and both beats once for the byte merge, and the two beats again for each element
+    type's lanes, loaded only by an input of that type (a beat feeds 40 adders; from one
+    register its wires spread over the adders' area: on an FPGA the fan-out, not the logic,
+    set the first stage's delay); stage 1: the ``STORE`` merge, the bytes that take a sum
+    (from the check's register: decided in stage 1 the check drove the reset of those
+    bytes' registers, 12.0 ns in a node), the int32 sums and the adders' magnitude compare
+    and swap; stage 2: the adders' alignment shift; stage 3:
+    their magnitude add and leading-zero count; stage 4: their normalising shift; stage 5:
+    their rounding and choice of special results (NaN, infinity, zero); stage 6: the choice
+    of the element type's sums, the lane merge, and the output register.  A result is
+    valid on ``o`` ``LATENCY`` cycles after its input handshake; one input is taken every
+    cycle while ``o.ready`` is high.  The whole pipeline moves together: ``i.ready`` =
+    ``~o.valid | o.ready``, and nothing moves while ``o`` holds an unaccepted result.
     """
 
     def __init__(self, params: T3Params, etypes=tuple(ElemType)):

@@ -3,8 +3,8 @@
 :func:`float_layout` describes a format as a ``data.StructLayout`` in the style of Amaranth's own
 IEEE-754 example (``fraction``, ``exponent``, ``sign``, least significant first).
 :class:`FPAdd` adds two values of one format, combinationally or in a pipeline of up to
-six stages (compare and swap; align; add and count leading zeros in groups of 8 bits;
-normalise, after the count's last levels; round; the registered result):
+six stages (compare and swap; align; add and count leading zeros; normalise; round; the
+registered result):
 subnormal inputs and outputs, signed zeros, infinities and NaN are handled; every result that
 is not a NaN is the correctly
 rounded sum (bit for bit what numpy's ``float16``/``float32`` addition and ``ml_dtypes``'
@@ -66,15 +66,9 @@ def leading_zeros(m, value):
     depth is ``log2(width)`` small steps; counting by shifting out zero halves in turn (the
     previous form) put a wide zero test and a shift at every level, one after the other, and
     was most of the adder's add stage on an FPGA."""
-    return lz_finish(m, lz_groups(m, value, 2), len(value))
-
-
-def lz_groups(m, value, group):
-    """The first levels of :func:`leading_zeros`' tree: ``(zero, count)`` of each ``group``
-    bits of ``value`` (a power of two, at least 2; ``value`` padded with zeros below to a
-    power of two at least ``group`` wide), the most significant group first."""
     width = len(value)
-    size = max(group, 1 << max(1, (width - 1).bit_length()))
+    stages = max(1, (width - 1).bit_length())
+    size = 1 << stages
     v = Signal(size, name="lzc_in")
     m.d.comb += v.eq(Cat(Const(0, size - width), value))     # zeros below: count unchanged
     # (zero, count) of each pair of bits, most significant pair first
@@ -83,11 +77,8 @@ def lz_groups(m, value, group):
         zero = Signal(name=f"lzc_z2_{k}")
         m.d.comb += zero.eq(~v[k + 1] & ~v[k])
         nodes.append((zero, ~v[k + 1]))
-    return _lz_combine(m, nodes, 2, group)
-
-
-def _lz_combine(m, nodes, level, until):
-    while level < until:
+    level = 2
+    while len(nodes) > 1:
         level *= 2
         up = []
         for i in range(0, len(nodes), 2):
@@ -98,29 +89,8 @@ def _lz_combine(m, nodes, level, until):
                          count.eq(Mux(z_hi, Cat(c_lo, C(1, 1)), Cat(c_hi, C(0, 1))))]
             up.append((zero, count))
         nodes = up
-    return nodes
-
-
-def lz_finish(m, nodes, width):
-    """The rest of :func:`leading_zeros`' tree from :func:`lz_groups`' ``nodes``: the count of
-    a ``width``-bit value (``width`` when it is zero)."""
-    group = 1 << len(nodes[0][1])
-    zero, count = _lz_combine(m, nodes, group, group * len(nodes))[0]
-    return Mux(zero, width, count)     # all groups zero: the padding below is zero too
-
-
-def lz_pack(nodes):
-    """``nodes`` as one value (for a pipeline register), and back: :func:`lz_unpack`."""
-    return Cat(*(Cat(zero, count) for zero, count in nodes))
-
-
-def lz_unpack(packed, groups):
-    step = len(packed) // groups
-    return [(packed[k * step], packed[k * step + 1:(k + 1) * step]) for k in range(groups)]
-
-
-#: Bits per group of the leading-zero count's tree finished after the add stage's register.
-LZ_GROUP = 8
+    count = nodes[0][1]
+    return Mux(value == 0, width, count)
 
 
 class FPAdd(Elaboratable):
@@ -131,7 +101,7 @@ class FPAdd(Elaboratable):
     fmt : FloatFormat
     latency : int
         Pipeline registers inside the adder: 0 (combinational), 1 (after the magnitude
-        add and the leading-zero count's first levels, in groups of :data:`LZ_GROUP` bits), 2 (also after the alignment shift), 3 (also after
+        add and the leading-zero count), 2 (also after the alignment shift), 3 (also after
         the normalising shift, before the rounding), 4 (also after the magnitude compare
         and swap, before the alignment shift) or 5 (also after the rounding and the choice
         of special results: ``s`` comes straight from a register).  ``s`` is the sum
@@ -249,19 +219,15 @@ class FPAdd(Elaboratable):
         # --- add or subtract magnitudes -------------------------------------------------------
         total = Signal(W + 1)
         m.d.comb += total.eq(Mux(subtract, x_al - y_al, x_al + y_al))
-        # leading zeros below the hidden position (bit W-1): the count's tree up to groups of 8
-        # bits here, its last levels in the normalise stage (the whole tree after the add's
-        # carry chain was the fp32 adder's, and a node's, longest path: 12.0 ns)
-        groups = lz_groups(m, total[:W], LZ_GROUP)
-        lz_nodes = lz_pack(groups)
+        # leading zeros below the hidden position (bit W-1)
+        lz = Signal(range(W + 1))
+        m.d.comb += lz.eq(leading_zeros(m, total[:W]))
 
-        (total, lz_nodes, x_sign, x_exp, nan, inf, inf_sign, zero_sign) = cut(
-            "add", total=total, lz_nodes=lz_nodes, x_sign=x_sign, x_exp=x_exp, nan=nan,
-            inf=inf, inf_sign=inf_sign, zero_sign=zero_sign)
+        (total, lz, x_sign, x_exp, nan, inf, inf_sign, zero_sign) = cut(
+            "add", total=total, lz=lz, x_sign=x_sign, x_exp=x_exp, nan=nan, inf=inf,
+            inf_sign=inf_sign, zero_sign=zero_sign)
 
         # --- normalise ---------------------------------------------------------------------------
-        lz = Signal(range(W + 1))
-        m.d.comb += lz.eq(lz_finish(m, lz_unpack(lz_nodes, len(groups)), W))
         carry = total[W]
         # never shift below the smallest exponent (1): that is a subnormal result
         left = Signal(range(W + 1))
@@ -285,7 +251,7 @@ class FPAdd(Elaboratable):
         # below the top)
         zero = Signal()
         ovf_carry, ovf_plain = Signal(), Signal()
-        no_shift = total[W - 1]           # lz == 0: the hidden position is set
+        no_shift = lz == 0
         m.d.comb += [zero.eq(total == 0),
                      ovf_plain.eq(Mux(carry, x_exp >= exp_max - 1, no_shift & (x_exp >= exp_max))),
                      ovf_carry.eq(Mux(carry, x_exp >= exp_max - 2,
