@@ -19,6 +19,7 @@ step of the arbiter's 20-flip-flop policy core, which CVC4 proves by induction i
 
 import os
 import shutil
+import signal
 import subprocess
 import textwrap
 from pathlib import Path
@@ -69,6 +70,28 @@ def _tools(solver):
     return env
 
 
+def _kill_session(sid):
+    """SIGKILL every process of session ``sid`` (Linux's /proc; elsewhere its leader's
+    process group only)."""
+    found = False
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:             # gone meanwhile
+            continue
+        if int(fields[3]) == sid:   # state, ppid, pgrp, session
+            found = True
+            try:
+                os.kill(int(stat.parent.name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    if not found:
+        try:
+            os.killpg(sid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def prove(spec, workdir, *, mode="prove", depth=10, name="spec", solver="cvc4", timeout_s=600):
     """Run SymbiYosys on ``spec`` in ``workdir``; raise :class:`FormalFailure` if a property
     fails.  Returns the job's summary lines."""
@@ -100,12 +123,20 @@ def prove(spec, workdir, *, mode="prove", depth=10, name="spec", solver="cvc4", 
         [files]
         {name}.il
         """))
-    try:
-        job = subprocess.run(["yowasp-sby", "-f", f"{name}.sby"], cwd=workdir, env=env,
-                             capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        raise FormalError(f"{name}: {mode} did not finish in {timeout_s} s ({workdir})") \
-            from None
+    # in a session of its own, so that a timeout stops the whole job: killing SymbiYosys
+    # alone left its solver running, a core busy for as long as the proof would have taken
+    # (SymbiYosys puts each engine in a process group of its own, so not the group: the session)
+    with subprocess.Popen(["yowasp-sby", "-f", f"{name}.sby"], cwd=workdir, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_session(proc.pid)
+            proc.communicate()
+            raise FormalError(f"{name}: {mode} did not finish in {timeout_s} s ({workdir})") \
+                from None
+    job = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     summary = [line for line in job.stdout.splitlines()
                if "summary" in line or "Assert failed" in line or "ERROR" in line
                or "trace" in line.lower() or "DONE" in line or "failed" in line]

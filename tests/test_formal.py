@@ -10,6 +10,9 @@ and time.
 """
 
 import dataclasses
+import os
+from pathlib import Path
+import time
 
 from amaranth import Array, Cat, Elaboratable, Module, Mux, Signal, Value
 from amaranth.lib import data
@@ -803,3 +806,28 @@ def test_the_l2_proof_refutes_a_false_claim(tmp_path):
 def test_a_flow_that_ends_without_a_verdict_is_not_a_failure(tmp_path):
     with pytest.raises(FormalError, match=r"^link: bmc did not finish in 0.01 s"):
         prove(LinkSpec(), tmp_path, mode="bmc", depth=40, name="link", timeout_s=0.01)
+
+
+def _working_in(folder):
+    """The processes whose working directory is ``folder`` or below it (Linux's /proc)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cwd = os.readlink(proc / "cwd")
+        except OSError:             # not a process, gone, or not ours to read
+            continue
+        if cwd == str(folder) or cwd.startswith(f"{folder}/"):
+            found.append(int(proc.name))
+    return found
+
+
+def test_a_timeout_stops_the_whole_job_solver_included(tmp_path):
+    """A proof past its time leaves nothing running: SymbiYosys, Yosys and the solver all
+    stop (the solver used to run on, a core busy, after SymbiYosys was killed)."""
+    with pytest.raises(FormalError, match=r"^link: bmc did not finish in 20 s"):
+        prove(LinkSpec(), tmp_path, mode="bmc", depth=60, name="link", timeout_s=20)
+    for _ in range(50):             # a killed process takes a moment to leave /proc
+        if not _working_in(tmp_path):
+            break
+        time.sleep(0.1)
+    assert _working_in(tmp_path) == []
