@@ -20,10 +20,13 @@ from sim.blocks.dma.traffic import random_packets
 P, DP = T3Params(), DMAParams()
 
 
-def run(tiles, runs, *, pause=0.0, tx_stall=0.0, seed=0, data_from=0, max_cycles=50_000):
+def run(tiles, runs, *, pause=0.0, tx_stall=0.0, seed=0, data_from=0, stall_until=0,
+        max_cycles=50_000):
     """Offer the headers and the beats of ``tiles`` and ``runs`` on the four inputs (each
     source holds a beat it offers until taken; pauses delay new offers; ``tile_data`` starts
-    in cycle ``data_from``), take ``tx`` under stalls.  Returns the link beats, the cycle of
+    in cycle ``data_from``), take ``tx`` under stalls (and none before ``stall_until``); every new header offered is checked
+    against the turns (the kind not sent last when both wait, else the one waiting), and an
+    offered beat must stay until taken.  Returns the link beats, the cycle of
     each, the events per cycle and the number of cycles."""
     dut = Packetizer(P, DP)
     rng = random.Random(seed)
@@ -35,11 +38,15 @@ def run(tiles, runs, *, pause=0.0, tx_stall=0.0, seed=0, data_from=0, max_cycles
         "run_data": [{"data": d, "keep": k} for _, beats in runs for d, k in beats],
     }
     sent, sent_at, events, state = [], [], [], {}
+    H = hdr_pk.as_shape().width
+    hdr_word = {name: [hdr_pk.const(h).as_value().value for h in sources[name]]
+                for name in ("tile_hdr", "run_hdr")}
 
     async def bench(ctx):
         nxt = dict.fromkeys(sources, 0)
         offering = dict.fromkeys(sources, False)
         held = None                 # the beat offered and not taken last cycle
+        last = "run"                # the kind of the last header sent: a tile goes first
         cycle = 0
         total = sum(1 + len(b) for _, b in tiles + runs)
         while len(sent) < total and cycle < max_cycles:
@@ -56,7 +63,7 @@ def run(tiles, runs, *, pause=0.0, tx_stall=0.0, seed=0, data_from=0, max_cycles
                         ctx.set(port.payload, item)
                     offering[name] = True
                 ctx.set(port.valid, offering[name])
-            ready = rng.random() >= tx_stall
+            ready = cycle >= stall_until and rng.random() >= tx_stall
             ctx.set(dut.tx.tready, ready)
             tx = dut.tx
             valid = ctx.get(tx.tvalid)
@@ -64,8 +71,22 @@ def run(tiles, runs, *, pause=0.0, tx_stall=0.0, seed=0, data_from=0, max_cycles
             if held is not None:
                 assert valid and beat == held, \
                     f"cycle {cycle}: {beat} offered after {held} was not taken"
+            kind = None
+            if valid and beat[2]:       # a header: which one, and whose turn it was
+                word = beat[0] & ((1 << H) - 1)
+                kind = next(k for k, name in (("tile", "tile_hdr"), ("run", "run_hdr"))
+                            if offering[name] and word == hdr_word[name][nxt[name]])
+                if held is None:        # a new offer (a held one keeps its kind)
+                    waiting = {"tile": offering["tile_hdr"] and offering["tile_data"],
+                               "run": offering["run_hdr"]}
+                    turn = ("run" if last == "tile" else "tile") if all(waiting.values()) \
+                        else next(k for k, w in waiting.items() if w)
+                    assert kind == turn, f"cycle {cycle}: a {kind} header offered, the " \
+                                         f"{turn}'s turn (last sent: a {last})"
             ev = {k for k in TX_EVENTS if ctx.get(getattr(dut.events, k))}
             if valid and ready:
+                if kind is not None:
+                    last = kind
                 sent.append(beat)
                 sent_at.append(cycle)
                 held = None
@@ -123,3 +144,14 @@ def test_a_tiles_header_waits_for_its_first_payload_beat():
     sent, sent_at, _, _ = run(tiles, [], data_from=20)
     check_packetized(P, DP, tiles, [], sent)
     assert sent_at == list(range(20, 20 + len(sent)))
+
+
+def test_a_held_header_keeps_the_turns():
+    """A run's header offered alone and held by backpressure while a tile becomes ready: the
+    run still goes (an offered beat stays), and it counts as the run's turn, so the tile goes
+    before the next run (the random runs above keep both kinds waiting and never meet this)."""
+    rng = random.Random(5)
+    tiles = random_packets(P, rng, 1, Source.DMA)
+    runs = random_packets(P, rng, 2, Source.REMOTE)
+    sent, _, _, _ = run(tiles, runs, data_from=2, stall_until=4)
+    assert check_packetized(P, DP, tiles, runs, sent) == ["run", "tile", "run"]
