@@ -24,10 +24,10 @@ def run(tiles, runs, *, pause=0.0, tx_stall=0.0, seed=0, data_from=0, stall_unti
         max_cycles=50_000):
     """Offer the headers and the beats of ``tiles`` and ``runs`` on the four inputs (each
     source holds a beat it offers until taken; pauses delay new offers; ``tile_data`` starts
-    in cycle ``data_from``), take ``tx`` under stalls (and none before ``stall_until``); every new header offered is checked
-    against the turns (the kind not sent last when both wait, else the one waiting), and an
-    offered beat must stay until taken.  Returns the link beats, the cycle of
-    each, the events per cycle and the number of cycles."""
+    in cycle ``data_from``), take ``tx`` under stalls (and none before ``stall_until``);
+    every new header offered is checked against the turns (the kind not sent last when both
+    wait, else the one waiting), and an offered beat must stay until taken.  Returns the link
+    beats, the cycle of each, the events per cycle and the number of cycles."""
     dut = Packetizer(P, DP)
     rng = random.Random(seed)
     hdr_pk = dut.hdr_layout
