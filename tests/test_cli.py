@@ -425,6 +425,37 @@ def test_synth_says_in_one_line_when_a_block_does_not_fit(monkeypatch, capsys):
                                        "(SG48): no ICESTORM_LC left\n")
 
 
+def test_synth_board_short_of_its_clock_says_so_in_one_line(monkeypatch, capsys, tmp_path):
+    """A board that places and routes below its clock is still built and reported (nextpnr
+    told to allow it), then refused in one line; a tool that fails is one line too (its log's
+    tail after it), never a traceback.  The build is a stub."""
+    from hw.pnr import PnrResult, ToolFailed
+    seen = {}
+
+    def build_bitstream(top, platform, name, out_dir, seed=1):
+        seen["seed"] = seed
+        bit = tmp_path / f"{name}.bit"
+        bit.write_bytes(b"\0" * 8)
+        return PnrResult("ecp5", name, {"core.clk": (49.29, 53.1265)}, {"TRELLIS_FF": (1, 2)},
+                         "a.Q", "b.D", 20.3, 10, 1.0), bit
+    monkeypatch.setattr("hw.pnr.build_bitstream", build_bitstream)
+    assert main(["synth", "board", "--out", str(tmp_path), "--clock", "53.125",
+                 "--seed", "4"]) == 1
+    captured = capsys.readouterr()
+    assert seen == {"seed": 4}
+    assert "board.ecp5.fmax.core.clk: 49.3 MHz (asked 53.1265 MHz" in captured.out
+    assert captured.err == ("t3: error: the board reaches 49.3 MHz, short of its 53.125 MHz "
+                            "clock (seed 4): the bitstream may fail at it; try another --seed "
+                            "or a lower --clock\n")
+
+    def failing(top, platform, name, out_dir, seed=1):
+        raise ToolFailed("the bitstream build of t3_board failed (exit status 1):\nInfo: ...")
+    monkeypatch.setattr("hw.pnr.build_bitstream", failing)
+    assert main(["synth", "board", "--out", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == ("t3: error: the bitstream build of t3_board failed "
+                                       "(exit status 1):\nInfo: ...\n")
+
+
 def test_a_block_parameter_option_says_what_its_field_declares(capsys):
     """Every option of a block's parameter (``t3 export/synth ... tracker --sets``) takes its
     help, range and default from the field's one declaration (:func:`hw.params.param`): the
