@@ -392,8 +392,10 @@ def cmd_synth_board(args):
         print(line)
     print(f"board.ecp5.seconds: {result.seconds:.0f} s")
     achieved = min(a for a, _ in result.fmax.values())
-    print(f"wrote {bitstream} ({bitstream.stat().st_size} bytes); program it with "
-          f"openFPGALoader -b ulx3s {bitstream}")
+    # a board short of its clock is written but not offered for programming
+    print(f"wrote {bitstream} ({bitstream.stat().st_size} bytes)" +
+          (f"; program it with openFPGALoader -b ulx3s {bitstream}" if achieved >= clock_mhz
+           else ""))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(result.to_dict(), bitstream=str(bitstream)), f, indent=1)

@@ -444,6 +444,7 @@ def test_synth_board_short_of_its_clock_says_so_in_one_line(monkeypatch, capsys,
     captured = capsys.readouterr()
     assert seen == {"seed": 4}
     assert "board.ecp5.fmax.core.clk: 49.3 MHz (asked 53.1265 MHz" in captured.out
+    assert f"wrote {tmp_path / 't3_board.bit'} (8 bytes)\n" in captured.out    # not offered
     assert captured.err == ("t3: error: the board reaches 49.3 MHz, short of its 53.125 MHz "
                             "clock (seed 4): the bitstream may fail at it; try another --seed "
                             "or a lower --clock\n")
