@@ -382,7 +382,7 @@ def cmd_synth_board(args):
     from system.board import BoardTop
     bparams = _board_params(args)
     print(f"T3 synth board: {bparams.gpus} GPUs on a ULX3S (LFE5U-85F-6), {bparams.clock_hz / 1e6:g}"
-          f" MHz, serial {bparams.baud} baud (Yosys + nextpnr + ecppack; about an hour: "
+          f" MHz, serial {bparams.baud} baud (Yosys + nextpnr + ecppack; 15 minutes to an hour: "
           f"docs/fpga.md)",
           flush=True)
     result, bitstream = build_bitstream(BoardTop(bparams), ULX3S_85F_Platform(), "t3_board",

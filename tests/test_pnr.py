@@ -138,8 +138,8 @@ def test_the_board_bitstream_builds_and_meets_its_clock(tmp_path, t3_options, ca
     import json
     from t3.cli import main
     if not t3_options.soak:
-        # not a missing tool: the build is long (about an hour, docs/fpga.md)
-        pytest.skip("the board's bitstream takes about an hour to build; run with --soak")
+        # not a missing tool: the build is long (15 minutes to an hour, docs/fpga.md)
+        pytest.skip("the board's bitstream takes 15 minutes to an hour to build; run with --soak")
     figures = tmp_path / "board.json"
     assert main(["synth", "board", "--out", str(tmp_path / "build"), "--json",
                  str(figures)]) == 0
