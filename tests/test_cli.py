@@ -427,8 +427,9 @@ def test_synth_says_in_one_line_when_a_block_does_not_fit(monkeypatch, capsys):
 
 def test_synth_board_short_of_its_clock_says_so_in_one_line(monkeypatch, capsys, tmp_path):
     """A board that places and routes below its clock is still built and reported (nextpnr
-    told to allow it), then refused in one line; a tool that fails is one line too (its log's
-    tail after it), never a traceback.  The build is a stub."""
+    told to allow it), then refused in one line and not offered for programming; one that
+    meets it is offered; a tool that fails is one line too (its log's tail after it), never a
+    traceback.  The build is a stub."""
     from hw.pnr import PnrResult, ToolFailed
     seen = {}
 
@@ -448,6 +449,18 @@ def test_synth_board_short_of_its_clock_says_so_in_one_line(monkeypatch, capsys,
     assert captured.err == ("t3: error: the board reaches 49.3 MHz, short of its 53.125 MHz "
                             "clock (seed 4): the bitstream may fail at it; try another --seed "
                             "or a lower --clock\n")
+
+    def meets(top, platform, name, out_dir, seed=1):
+        bit = tmp_path / f"{name}.bit"
+        bit.write_bytes(b"\0" * 8)
+        return PnrResult("ecp5", name, {"core.clk": (58.5, 50.0)}, {"TRELLIS_FF": (1, 2)},
+                         "a.Q", "b.D", 17.1, 10, 1.0), bit
+    monkeypatch.setattr("hw.pnr.build_bitstream", meets)
+    assert main(["synth", "board", "--out", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert (f"wrote {tmp_path / 't3_board.bit'} (8 bytes); program it with openFPGALoader -b "
+            f"ulx3s {tmp_path / 't3_board.bit'}\n") in captured.out
+    assert captured.err == ""
 
     def failing(top, platform, name, out_dir, seed=1):
         raise ToolFailed("the bitstream build of t3_board failed (exit status 1):\nInfo: ...")
