@@ -27,7 +27,15 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 
-__all__ = ["SkidBuffer", "BypassFIFO", "WriteAheadFIFO"]
+__all__ = ["SkidBuffer", "BypassFIFO", "WriteAheadFIFO", "COLLISION_UNUSED"]
+
+#: A memory attribute (value 1): no read of this memory that meets a write to the same address
+#: in the same cycle is ever used.  The design's simulation reads the old data there, as
+#: Amaranth's read port does; the FPGA flow (``hw.pnr``) tells Yosys the value is undefined, so
+#: that Yosys builds no bypass (a register of the write data, an address compare and a select
+#: per bit) between the block RAM and the read's register, which can then be the block RAM's
+#: own output register.  The design that sets it forwards those writes itself.
+COLLISION_UNUSED = "t3_collision_unused"
 
 
 class SkidBuffer(wiring.Component):

