@@ -18,6 +18,11 @@ __all__ = ["WRITE_DELAY", "HBMTiming", "NMCParams", "decode", "beat_index", "nmc
 #: registers the read data).  A command reading that beat earlier waits (the atomicity stall).
 WRITE_DELAY = _ALU_LATENCY + 1
 
+#: The storage's banks hold at most this many beats, each read into a register of its own and
+#: the bank chosen after the registers: 2,048 is an ECP5 block RAM's depth at 9 bits wide (the
+#: widest that fills it), so that each register is a block RAM's own output register.
+READ_BANK_BEATS = 2048
+
 
 @dataclasses.dataclass(frozen=True)
 class HBMTiming:

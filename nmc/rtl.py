@@ -1,9 +1,10 @@
 """The near-bank op-and-store unit: one HBM2 pseudo-channel whose banks carry ALUs
 (paper 4.3, 5.1.1; dissertation 2.5.2, 6.2.2; ``docs/design.md`` section 6)."""
 
+from types import SimpleNamespace
+
 from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
-from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -11,7 +12,8 @@ from hw.csr import RegisterFile, accumulate, count, csr_signature
 from hw.interfaces import Op, Stream, mem_request_layout, mem_response_layout
 from hw.params import T3Params
 from .alu import LATENCY as ALU_LATENCY, NearBankALU
-from .config import WRITE_DELAY
+from .config import READ_BANK_BEATS, WRITE_DELAY
+from hw.pipeline import COLLISION_UNUSED
 from .config import COUNTERS, NMCParams, nmc_registers
 
 
@@ -53,8 +55,8 @@ class NMCUnit(wiring.Component):
     * Other row open (conflict): PRE when the row has been open RAS cycles, then as a miss.
     * Atomicity (stall): a command that reads a beat written by a column command of the last
       ``WRITE_DELAY - 1`` = 7 cycles waits (a write lands ``nmc.config.WRITE_DELAY`` = 8 cycles
-      after its column command: the read, the ALU's seven stages; the
-      storage's read port is transparent to its write port).  A later command to the same
+      after its column command: the read, the ALU's seven stages; the writes the read
+      does not see are forwarded).  A later command to the same
       address sits in the same bank group: after an op-and-store CCDWL (8) spaces it enough;
       after a ``STORE``, CCD_L (4) does not, and a command to the same beat 4 cycles later
       waits four cycles (a ``READ`` waits WTR_L = 8 anyway).
@@ -94,13 +96,34 @@ class NMCUnit(wiring.Component):
         cap_bits = _log2(n.capacity_beats)
         row_bits = max(1, _log2(n.rows))
 
-        m.submodules.storage = storage = Memory(shape=p.beat_bits, depth=n.capacity_beats,
-                                                init=[])
-        wr = storage.write_port()
-        rd = storage.read_port(domain="sync", transparent_for=(wr,))
+        # The storage in banks of at most READ_BANK_BEATS beats, each read into a register of
+        # its own (see the pipeline below); a write goes to its bank.
+        bank_beats = min(n.capacity_beats, READ_BANK_BEATS)
+        n_banks = n.capacity_beats // bank_beats
+        in_bank = _log2(bank_beats)             # the beat's offset in its bank, in bits
+        wr = SimpleNamespace(addr=Signal(cap_bits), data=Signal(p.beat_bits), en=Signal())
+        banks = []
+        for k in range(n_banks):
+            mem = Memory(shape=p.beat_bits, depth=bank_beats, init=[])
+            # the read that meets a write to its address is never used (below): the tools may
+            # leave it undefined, and build no bypass between the RAM and its register
+            mem.attrs[COLLISION_UNUSED] = 1
+            m.submodules[f"storage{k}" if n_banks > 1 else "storage"] = mem
+            w = mem.write_port()
+            m.d.comb += [w.addr.eq(wr.addr[:in_bank]), w.data.eq(wr.data),
+                         w.en.eq(wr.en & (wr.addr[in_bank:] == k))]
+            banks.append(mem.read_port(domain="sync"))
         m.submodules.alu = alu = NearBankALU(p, self.nparams.elem_types)
         resp_layout = mem_response_layout(p)
-        m.submodules.rfifo = rfifo = SyncFIFO(width=resp_layout.size, depth=n.resp_depth)
+        # the responses' queue: LUT RAM read as it stands at the read pointer (a write is
+        # readable the next cycle, as SyncFIFO's); no level: a column command waits while
+        # resp_depth responses are outstanding, so it never overflows, and a response leaves
+        # only once matured, so never from an empty queue
+        m.submodules.rqueue = rqueue = Memory(shape=resp_layout.size, depth=n.resp_depth,
+                                              init=[])
+        rq_w, rq_r = rqueue.write_port(), rqueue.read_port(domain="comb")
+        rq_head = Signal(range(n.resp_depth), name="rq_head")
+        rq_tail = Signal(range(n.resp_depth), name="rq_tail")
 
         # --- bank and timing state ---------------------------------------------------------
         # A timer is loaded with (delay - 1) in the cycle of its event and counts down to 0:
@@ -236,23 +259,46 @@ class NMCUnit(wiring.Component):
 
         # --- pipeline: read (t), the ALU from the read data (t+1 .. t+ALU_LATENCY), write and
         # queue the response (t+WRITE_DELAY) --------------------------------------------------------
-        # The storage is read a cycle ahead, into a register: a command issues only from its
-        # second cycle at the head, so in the cycle before its column command (t - 1) the
-        # head is already that command and its beat is read; the read's data is registered in
-        # ``old`` at t together with the one write the read could not see, the one landing at
-        # t (the read port is transparent to the write at t - 1), so ``old`` holds at t + 1
-        # exactly what a read at t would give.  (The block RAM's output takes most of a cycle
-        # on an FPGA, 5.8 ns on an ECP5: it straight into the ALU's input registers, spread
-        # over the four formats' adders, was the node's critical path, 12.5 ns.)  The read's
-        # register takes nothing else -- the write it could not see (``landed``, its data
-        # ``landed_data``) is registered apart and chosen after: with the choice in front of
-        # it, the register was placed 6.1 ns of wire from the block RAM, 12.96 ns in a node.
-        m.d.comb += [rd.addr.eq(beat), rd.en.eq(1)]
-        read = Signal(p.beat_bits, name="read")
+        # The storage is read a cycle ahead: a command issues only from its second cycle at
+        # the head, so in the cycle before its column command (t - 1) the head is already that
+        # command and its beat is read.  (The block RAM's output takes most of a cycle on an
+        # FPGA, 5.8 ns on an ECP5: it straight into the ALU's input registers, spread over the
+        # four formats' adders, was the node's critical path, 12.5 ns.)  Each bank is read
+        # into a register of its own that takes nothing else, the bank chosen after the
+        # registers: on an ECP5 the register is then the block RAMs' own output register
+        # (``hw.pnr.absorb_output_registers``), 1.0 ns from the clock; with a choice in front
+        # of it, it was placed 6.1 ns of wire from the block RAM, 12.96 ns in a node.  The
+        # read port is not transparent, so the read at t - 1 sees neither the write at t - 1
+        # (were the addresses equal its data is not used: ``COLLISION_UNUSED``, and the tools
+        # build no bypass) nor the one at t; the later of those two writes to the beat
+        # (``landed``, its data ``landed_data``) is registered apart and chosen after the bank,
+        # so ``old`` holds at t + 1 exactly what a read at t would give.  (Two column commands
+        # to one beat are never a cycle apart, so at most one of the two is to the beat.)
+        reads = []
+        for k, rd in enumerate(banks):
+            m.d.comb += [rd.addr.eq(beat[:in_bank]), rd.en.eq(1)]
+            reg = Signal(p.beat_bits, name=f"read{k}", reset_less=True)
+            m.d.sync += reg.eq(rd.data)
+            reads.append(reg)
+        read_bank = Signal(range(n_banks), name="read_bank")
+        # at t, from registers: whether the write at t - 1 was to the beat (compared at t - 1)
+        # and whether the write at t is (compared at t - 1 too, from the oldest column
+        # command in flight, whose write lands at t); the head's beat at t - 1 is the beat of
+        # a command issuing at t
+        hit_before = Signal(name="hit_before")
+        hit_next = Signal(name="hit_next")
+        data_before = Signal(p.beat_bits, name="data_before", reset_less=True)
         landed = Signal(name="landed")
-        landed_data = Signal(p.beat_bits, name="landed_data")
-        m.d.sync += [read.eq(rd.data), landed.eq(wr.en & (wr.addr == beat)),
-                     landed_data.eq(wr.data)]
+        landed_data = Signal(p.beat_bits, name="landed_data", reset_less=True)
+        m.d.sync += [
+            read_bank.eq(beat[in_bank:]),
+            hit_before.eq(wr.en & (wr.addr == beat)),
+            hit_next.eq(recent_write[-1] & (recent_beat[-1] == beat)),
+            data_before.eq(wr.data),
+            landed.eq(hit_next | hit_before),
+            landed_data.eq(Mux(hit_next, wr.data, data_before)),
+        ]
+        read = Array(reads)[read_bank] if n_banks > 1 else reads[0]
         old = Mux(landed, landed_data, read)
         s0 = Signal(mem_request_layout(p))
         s0_valid, s0_err = Signal(name="s0_valid"), Signal(name="s0_err")
@@ -280,9 +326,13 @@ class NMCUnit(wiring.Component):
             entry.data.eq(Mux((s2.op == Op.READ) & ~s2_err, alu.o.payload.result, 0)),
             entry.tag.eq(s2.tag), entry.op.eq(s2.op), entry.stream.eq(s2.stream),
             entry.error.eq(s2_err | alu.o.payload.error),
-            rfifo.w_en.eq(alu.o.valid), rfifo.w_data.eq(entry),
+            rq_w.addr.eq(rq_tail), rq_w.data.eq(entry), rq_w.en.eq(alu.o.valid),
+            rq_r.addr.eq(rq_head),
         ]
-        # A response enters the FIFO WRITE_DELAY cycles after its column command and may
+
+        def incr(ptr):
+            return Mux(ptr == n.resp_depth - 1, 0, ptr + 1)
+        # A response enters the queue WRITE_DELAY cycles after its column command and may
         # leave CL cycles after it: a shift register carries each write for the difference, and
         # ``matured`` counts the entries (the oldest ones: all wait alike) that may leave.
         delay = max(t.CL - WRITE_DELAY, 0)
@@ -294,11 +344,19 @@ class NMCUnit(wiring.Component):
             m.d.comb += maturing.eq(age[-1])
         else:
             m.d.comb += maturing.eq(alu.o.valid)
+        # the head is matured, or matures now (CL > WRITE_DELAY: delay >= 1); either way it
+        # is in the queue, so the valid needs no level (a level from the queue's fill, its
+        # write from the ALU's far end, through the valid and back into the level was the
+        # node's worst path at some seeds: 12.0-12.5 ns, two wires of 4.6-4.9 ns)
+        assert delay >= 1
         m.d.comb += [
-            self.resp.valid.eq(rfifo.r_rdy & ((matured != 0) | (maturing & (delay != 0)))),
-            self.resp.payload.eq(rfifo.r_data),
-            rfifo.r_en.eq(pop),
+            self.resp.valid.eq((matured != 0) | maturing),
+            self.resp.payload.eq(rq_r.data),
         ]
+        with m.If(alu.o.valid):
+            m.d.sync += rq_tail.eq(incr(rq_tail))
+        with m.If(pop):
+            m.d.sync += rq_head.eq(incr(rq_head))
         m.d.sync += matured.eq(matured + maturing - pop)
         m.d.sync += outstanding.eq(outstanding + issue - (self.resp.valid & self.resp.ready))
 

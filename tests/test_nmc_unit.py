@@ -249,3 +249,56 @@ def test_formats_left_out_are_refused():
 def test_formats_refused():
     with pytest.raises(ValueError, match="formats must be distinct names"):
         NMCParams(formats=("fp16", "fp8"))
+
+
+@pytest.mark.parametrize("timing", ["default", "fast"])
+def test_a_storage_in_banks_reads_what_the_model_reads(monkeypatch, timing):
+    # The node's storage (4,096 beats) is two banks of nmc.config.READ_BANK_BEATS, each read
+    # into a register of its own, the bank chosen after, the two writes the read does not see
+    # (the one in the read's cycle and the next) forwarded apart; here four banks of 512 beats.
+    # With the fast timing commands to one beat follow each other as closely as the atomicity
+    # stall allows, so the writes in the read's cycle and the next are both taken.
+    import nmc.rtl
+    from amaranth import Fragment
+    monkeypatch.setattr(nmc.rtl, "READ_BANK_BEATS", 512)
+    nparams = NP if timing == "default" else NMCParams(
+        rows=4, timing=HBMTiming(CCD_S=1, CCD_L=1, CCDWL=1, WTR_S=1, WTR_L=1))
+    unit = nmc.rtl.NMCUnit(PARAMS, nparams)
+    names = {sub[1] for sub in Fragment.get(unit, None).subfragments}
+    assert {"storage0", "storage1", "storage2", "storage3"} <= names
+    commands = random_commands(300, seed=7)
+    # and every beat read at the end: a stale read that an update or a masked store wrote back
+    # shows there
+    commands += [command(0, Op.READ, tag=k % 16, addr=addr) for k, addr in enumerate(
+        sorted({c["addr"] for c in commands if c["addr"] < NP.capacity_beats * 32}))]
+    run = simulate_nmc(PARAMS, nparams, commands, in_gap=0.3, seed=5)
+    model = NMCModel(PARAMS, nparams)
+    for head in run.heads:
+        model.step(commands[head] if head is not None else None)
+    assert len(run.responses) == len(model.responses) == len(commands)
+    for k, ((cycle, got), (want_cycle, want)) in enumerate(zip(run.responses, model.responses)):
+        assert cycle == want_cycle, f"response {k}: cycle {cycle}, model {want_cycle}"
+        assert {f: got[f] for f in want} == want, f"response {k}: {got} != {want}"
+
+
+@pytest.mark.parametrize("bank_beats", [2048, 512])
+@pytest.mark.parametrize("ccdwl", [WRITE_DELAY, WRITE_DELAY + 1])
+def test_the_writes_a_read_does_not_see_are_forwarded(monkeypatch, bank_beats, ccdwl):
+    # Updates to one beat spaced CCDWL apart: with CCDWL = WRITE_DELAY each lands in the cycle
+    # its successor issues (after the successor's read, a cycle ahead); with WRITE_DELAY + 1
+    # in the cycle of that read itself, which the read port does not see.  Either is forwarded,
+    # or the sum would miss updates.
+    import nmc.rtl
+    monkeypatch.setattr(nmc.rtl, "READ_BANK_BEATS", bank_beats)
+    nparams = NMCParams(rows=4, timing=HBMTiming(CCD_S=1, CCD_L=1, CCDWL=ccdwl, WTR_S=1,
+                                                 WTR_L=1))
+    values = np.arange(1, 11, dtype=np.float32)
+    beat = beat_of(2, 0, 1, 3)
+    commands = [command(beat, Op.READ)]
+    commands += [command(beat, Op.UPDATE, int.from_bytes(np.full(8, v).tobytes(), "little"))
+                 for v in values]
+    commands.append(command(beat, Op.READ))
+    run = simulate_nmc(PARAMS, nparams, commands)
+    assert set(np.diff(run.taken[1:-1])) == {ccdwl}
+    lanes = np.frombuffer(run.responses[-1][1]["data"].to_bytes(32, "little"), np.float32)
+    assert (lanes == values.sum()).all()
