@@ -186,13 +186,19 @@ class FPAdd(Elaboratable):
         x_exp = Signal(E)
         x_mant = Signal(F + 1)
         y_mant = Signal(F + 1)
-        m.d.comb += [Cat(x_exp, x_mant).eq(Cat(*unpack(x))), y_mant.eq(unpack(y)[1])]
-        # the exponent difference, both ways at once, chosen by the magnitude compare (not a
-        # subtraction after the swap)
+        m.d.comb += [x_mant.eq(unpack(x)[1]), y_mant.eq(unpack(y)[1])]
+        # the larger exponent and the exponent difference (both ways at once, not a
+        # subtraction after the swap), chosen by the exponent fields' compare alone, not the
+        # whole magnitude's: the two differ only for equal fields, where either choice gives
+        # the same exponent and a difference of 0, so the exponents no longer wait on the
+        # fraction's carry chain (an fp16 adder's compare into x_exp's register was the
+        # node's worst path at one seed)
         a_exp, _ = unpack(a)
         b_exp, _ = unpack(b)
+        exp_swap = b.exponent > a.exponent
         shift = Signal(E)
-        m.d.comb += shift.eq(Mux(swap, b_exp - a_exp, a_exp - b_exp))
+        m.d.comb += [x_exp.eq(Mux(exp_swap, b_exp, a_exp)),
+                     shift.eq(Mux(exp_swap, b_exp - a_exp, a_exp - b_exp))]
         subtract = Signal()
         x_sign = Signal()
         m.d.comb += [subtract.eq(x.sign ^ y.sign), x_sign.eq(x.sign)]
