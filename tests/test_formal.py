@@ -447,8 +447,13 @@ class TrackerSpec(Elaboratable):
         for w in ways:
             m.d.comb += Assert(st["s2_hit_read"][w] ==
                                (s2_row[w].valid & (s2_row[w].tag == s2_tag)))
-        m.d.comb += [Assert(st["same_tag3"] == (st["s3_tag"] == s2_tag)),
-                     Assert(st["fwd_earlier"] == (st["s3_start"] < st["s2_addr"]))]
+        m.d.comb += Assert(st["same_tag3"] == (st["s3_tag"] == s2_tag))
+        # the forwarded ``earlier`` is used only for the access stage 3 counts (its write is
+        # forwarded): it holds for that one.  (Unguarded, the induction does not close: from
+        # an empty stage 2, whose row is anything, two ways may match and the start chosen is
+        # their OR, while ``earlier`` is the OR of their compares.)
+        with m.If(st["s3_valid"] & st["s3_count"]):
+            m.d.comb += Assert(st["fwd_earlier"] == (st["s3_start"] < st["s2_addr"]))
         # a tag is open in one way at most; stage 3 writes only the way of its own tag, or a
         # free way when its tag has none, and writes only when it counts
         m.d.comb += Assert(~(row[0].valid & row[1].valid & (row[0].tag == row[1].tag)))
