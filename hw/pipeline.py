@@ -234,20 +234,6 @@ class BypassFIFO(_RAMQueue):
     ram_style : str or None
         A ``ram_style`` attribute for the RAM (``"block"`` asks Yosys for block RAM however
         shallow the queue).
-    read_ahead : bool
-        ``r_data`` is one register, loaded in every cycle the output is free: with the RAM's
-        head when the RAM holds a beat, else with ``w_data`` (the bypass).  The RAM is read
-        ahead, as :class:`WriteAheadFIFO`'s with ``read_ahead``: in every cycle at the slot
-        after its head, the head kept in a register beside it or taken from last cycle's
-        ``w_data`` when it was written then.  The RAM's read register (on an ECP5 5.6 ns from
-        the clock to its output, without an output register) then ends at registers that can
-        sit beside the RAM, the reader starts from a flip-flop, and ``w_en`` reaches neither
-        the output register's enables nor its select: the enable is whether the output is
-        free (``r_rdy``, ``r_en``), the select whether the RAM holds a beat (a function of the
-        level register).  (The MCQ's block RAM through the 2:1 select into
-        the NMC unit's command slice was the node's longest path at several placements, 11.0
-        ns.)  The same timing and capacity (the proof ``bypass_fifo_read_ahead``); ``width``
-        more flip-flops twice.
 
     Ports
     -----
@@ -268,14 +254,11 @@ class BypassFIFO(_RAMQueue):
     ``w_rdy`` or ``r_rdy`` in the same cycle.
     """
 
-    def __init__(self, *, width, depth, ram_style=None, read_ahead=False):
+    def __init__(self, *, width, depth, ram_style=None):
         super().__init__(width=width, depth=depth)
         self.ram_style = ram_style
-        self.read_ahead = bool(read_ahead)
 
     def elaborate(self, platform):
-        if self.read_ahead:
-            return self._elaborate_read_ahead()
         m = Module()
         q = self._storage(m, self.ram_style)
         bypass_data = Signal(self.width)
@@ -301,37 +284,6 @@ class BypassFIFO(_RAMQueue):
             m.d.sync += bypass_data.eq(self.w_data)
         with m.If(out_free):
             m.d.sync += [self.r_rdy.eq(q.pop | bypass), from_bypass.eq(bypass)]
-        return m
-
-    def _elaborate_read_ahead(self):
-        m = Module()
-        q = self._storage(m, self.ram_style, read_ahead=True)
-        out_free = ~self.r_rdy | self.r_en          # the output register takes a beat now
-        do_write = self.w_en & self.w_rdy
-        bypass = do_write & ~q.any & out_free
-        m.d.comb += [
-            q.push.eq(do_write & ~bypass),
-            q.ram_we.eq(self.w_rdy),                # written ahead, as above
-            q.pop.eq(q.any & out_free),
-        ]
-        # the RAM's head, as WriteAheadFIFO(read_ahead=True) keeps it: last cycle's w_data if
-        # it was pushed then (the only beat in the RAM), else the read register if the last
-        # cycle popped (it read the new head's slot), else ``hold``
-        last_data = Signal(self.width)
-        hold = Signal(self.width)
-        fresh = Signal()
-        popped = Signal()
-        head = Mux(fresh, last_data, Mux(popped, q.data, hold))
-        m.d.sync += [
-            last_data.eq(self.w_data), hold.eq(head), popped.eq(q.pop),
-            fresh.eq(q.push & ((q.level == 0) | ((q.level == 1) & q.pop))),
-        ]
-        # the output register loads whenever the output is free: the RAM's head if it holds
-        # one (a pop), else w_data (a bypass, or nothing: r_rdy says)
-        out = Signal(self.width)
-        with m.If(out_free):
-            m.d.sync += [out.eq(Mux(q.any, head, self.w_data)), self.r_rdy.eq(q.pop | bypass)]
-        m.d.comb += self.r_data.eq(out)
         return m
 
 

@@ -211,11 +211,9 @@ class MCArbiter(wiring.Component):
         #: (:class:`hw.pipeline.BypassFIFO`).  Block RAM however shallow: a queue of wide
         #: entries in LUT RAM puts its write enable on a hundred or more LUT-RAM cells (in a
         #: node, the MCQ's 31 x 330 bits: the arbiter's decision then took 14 ns of wires to
-        #: reach them); in block RAM it reaches ten.  Read ahead into an output register of its
-        #: own, so the reader (the node's command slice) starts from flip-flops, not from the
-        #: block RAM's read (5.6 ns to leave it on an ECP5).
+        #: reach them); in block RAM it reaches ten.
         self.mcq = BypassFIFO(width=mem_request_layout(params).size, depth=aparams.depth,
-                              ram_style="block", read_ahead=True)
+                              ram_style="block")
         #: a request picked in the last cycle, written into the MCQ in this one (for proofs)
         self.enq_pending = Signal(name="enq_r")
         #: ``occupancy == depth``, a register (for proofs)

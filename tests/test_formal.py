@@ -784,8 +784,6 @@ PROOFS = {
     "dma_receive_gpu6": (lambda: DMAReceiveSpec(DMA_D64), "bmc", None, 6),
     "tracker": (TrackerSpec, "bmc", 8, 10),
     "bypass_fifo": (lambda: BypassFIFOSpec(depth=3), "bmc", 8, 10),
-    "bypass_fifo_read_ahead": (lambda: BypassFIFOSpec(
-        3, lambda **kw: BypassFIFO(**kw, read_ahead=True)), "bmc", 8, 10),
     "write_ahead_fifo": (lambda: BypassFIFOSpec(3, WriteAheadFIFO, SyncFIFOBuffered), "bmc", 8,
                          10),
     "read_ahead_fifo": (lambda: BypassFIFOSpec(
