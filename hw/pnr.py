@@ -123,7 +123,10 @@ class PnrResult:
     ``utilization`` ``{resource: (used, available)}`` (resources the design uses), the
     critical path (``path_from``, ``path_to``: ``cell.port``; ``path_ns``: its delay, of which
     ``path_routing_ns`` in the wires; ``path_logic``: its logic levels; ``path``: every step as
-    ``(type, from, to, ns)``), and the seconds synthesis and place and route took."""
+    ``(type, from, to, ns)``), the seconds synthesis and place and route took, and
+    ``timing``: every endpoint against the asked clock (:class:`hw.sta.Timing` as a dict:
+    ``endpoints``, ``failing``, ``tns_ns``, ``histogram`` and the worst ``families`` of paths)
+    when the tool wrote its delays."""
     target: str
     top: str
     fmax: dict
@@ -135,6 +138,7 @@ class PnrResult:
     seconds: float
     path_routing_ns: float = 0.0
     path: list = dataclasses.field(default_factory=list)
+    timing: dict = None
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -152,7 +156,18 @@ class PnrResult:
         out.append(f"{prefix}.{self.target}.critical_path: {self.path_ns:.2f} ns "
                    f"({self.path_routing_ns:.2f} ns routing), {self.path_logic} logic levels, "
                    f"{self.path_from} -> {self.path_to}")
+        if self.timing:
+            t = self.timing
+            out.append(f"{prefix}.{self.target}.failing_endpoints: {t['failing']} (of "
+                       f"{t['endpoints']}, ratio {t['failing'] / t['endpoints']:.4f}; TNS "
+                       f"{t['tns_ns']:.1f} ns at {t['period_ns']:g} ns)")
         return out
+
+    def family_lines(self, count=10):
+        """The worst ``count`` families of paths (:class:`hw.sta.Family`), a line each."""
+        from hw.sta import Family
+        families = (self.timing or {}).get("families", [])[:count]
+        return [Family(**f).line() for f in families]
 
 
 def _tool(name):
@@ -194,7 +209,8 @@ def place_and_route(component, top, target="ecp5", freq_mhz=100, seed=1,
                   f"read_rtlil top.il; {t.synth.format(top=top)}; "
                   f"tee -q -o stat.json stat -json"],
                  [_tool(t.nextpnr), *t.args, "--json", "top.json", "--freq", str(freq_mhz),
-                  "--seed", str(seed), "--report", "report.json", "--quiet"]]
+                  "--seed", str(seed), "--report", "report.json", "--sdf", "top.sdf",
+                  "--quiet"]]
         for command in steps:
             try:
                 run = subprocess.run(command, cwd=tmp, capture_output=True, text=True,
@@ -217,7 +233,25 @@ def place_and_route(component, top, target="ecp5", freq_mhz=100, seed=1,
                 tail = "\n".join(log.splitlines()[-15:])
                 raise ToolFailed(f"{Path(command[0]).name} failed on {top}:\n{tail}")
         report = json.loads(Path(tmp, "report.json").read_text())
-    return _result(report, target, top, time.monotonic() - start)
+        result = _result(report, target, top, time.monotonic() - start)
+        sdf = Path(tmp, "top.sdf")
+        if sdf.exists():
+            result.timing = _timing(sdf, 1000.0 / freq_mhz)
+    return result
+
+
+def _timing(sdf, period_ns):
+    """:func:`hw.sta.analyse` of the SDF file ``sdf``, as a dict (a design without a path
+    between registers has none: ``None``)."""
+    from hw.sta import analyse
+    with open(sdf) as f:
+        try:
+            timing = analyse(f, period_ns)
+        except ValueError:
+            return None
+    out = dataclasses.asdict(timing)
+    out["histogram"] = {str(k): v for k, v in timing.histogram.items()}
+    return out
 
 
 def undefined_collisions(il):

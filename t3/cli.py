@@ -370,6 +370,13 @@ def cmd_synth(args):
     result = results[worst]
     for line in result.lines(top_name):
         print(line)
+    families = result.family_lines(args.paths)
+    if families:
+        print(f"{top_name}.{args.target}.families: the {len(families)} worst families of paths "
+              f"(start -> end register, the worst slack, the endpoints failing of those within "
+              f"0.25 ns):")
+        for line in families:
+            print(f"  {line}")
     if len(results) > 1:
         print(f"{top_name}.{args.target}.seeds: {len(results)} (the figures above are seed "
               f"{worst}'s, the slowest)")
@@ -1035,6 +1042,9 @@ def build_parser():
                            help="give each tool (Yosys, nextpnr) this long, wall clock "
                                 "(default 10800: the node with its L2 takes about 4,600 s "
                                 "of nextpnr on an idle core)")
+            p.add_argument("--paths", type=_int_arg(0, 1000), default=10, metavar="N",
+                           help="print the N worst families of paths, every endpoint's "
+                                "slack against the clock asked (default 10; docs/fpga.md)")
             pnr_args(p)
             add_args(p)
             _system_args(p)

@@ -21,6 +21,30 @@ def test_place_and_route_reports_fmax_resources_and_the_critical_path():
     assert all(used <= available for used, available in result.utilization.values())
     lines = result.lines("t3_link")
     assert lines[0].startswith("t3_link.ecp5.fmax.clk: ")
+    # every endpoint's slack from the SDF: the worst is nextpnr's own critical path
+    timing = result.timing
+    assert 1000 / (timing["period_ns"] - timing["worst_ns"]) == pytest.approx(achieved, rel=0.01)
+    assert timing["failing"] == 0 and timing["tns_ns"] == 0 and timing["endpoints"] > 100
+    assert sum(timing["histogram"].values()) <= timing["endpoints"]
+
+
+def test_every_failing_endpoint_is_counted_and_grouped_into_families():
+    """Asked far more than it reaches, the link model fails at many endpoints: their count,
+    their total (TNS, at most the count times the worst) and the families they fall into, the
+    worst family's slack the worst endpoint's, nextpnr's critical path."""
+    result = place_and_route(LinkModel(T3Params(), latency=4, num=3, den=80), "t3_link",
+                             "ecp5", freq_mhz=500)
+    timing, (achieved, _) = result.timing, result.fmax["clk"]
+    assert 1000 / (timing["period_ns"] - timing["worst_ns"]) == pytest.approx(achieved, rel=0.01)
+    assert timing["failing"] > 10 and timing["worst_ns"] < 0
+    assert timing["failing"] * timing["worst_ns"] <= timing["tns_ns"] < 0
+    families = timing["families"]
+    assert families[0]["slack_ns"] == timing["worst_ns"]
+    assert [f["slack_ns"] for f in families] == sorted(f["slack_ns"] for f in families)
+    assert all(f["failing"] <= f["near"] for f in families)
+    assert sum(f["failing"] for f in families) <= timing["failing"]
+    lines = result.family_lines(3)
+    assert len(lines) == min(3, len(families)) and lines[0].startswith(f"{families[0]['slack_ns']:+.2f} ns")
 
 
 def test_ice40_places_a_block_on_two_pins():
@@ -31,6 +55,9 @@ def test_ice40_places_a_block_on_two_pins():
                              "hx8k", freq_mhz=50)
     achieved, asked = result.fmax["clk"]
     assert asked == 50 and 1000 / achieved == pytest.approx(result.path_ns, rel=0.05)
+    # the endpoints from the SDF (iCE40 flip-flops clocked on C): the worst is nextpnr's
+    timing = result.timing
+    assert 1000 / (timing["period_ns"] - timing["worst_ns"]) == pytest.approx(achieved, rel=0.01)
     assert result.utilization["SB_IO"][0] == 4         # clk, rst, sin, sout
     assert 0 < result.utilization["ICESTORM_LC"][0] <= result.utilization["ICESTORM_LC"][1]
     cells = synth_cells(PinWrapper(SkidBuffer(100)), "t3_skid", "ice40")
