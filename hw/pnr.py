@@ -240,13 +240,17 @@ def place_and_route(component, top, target="ecp5", freq_mhz=100, seed=1,
     return result
 
 
+#: the worst families of paths a result keeps (``t3 synth --paths`` prints up to this many)
+FAMILIES = 100
+
+
 def _timing(sdf, period_ns):
-    """:func:`hw.sta.analyse` of the SDF file ``sdf``, as a dict (a design without a path
-    between registers has none: ``None``)."""
+    """:func:`hw.sta.analyse` of the SDF file ``sdf``, as a dict with the :data:`FAMILIES`
+    worst families (a design without a path between registers has none: ``None``)."""
     from hw.sta import analyse
     with open(sdf) as f:
         try:
-            timing = analyse(f, period_ns)
+            timing = analyse(f, period_ns, families=FAMILIES)
         except ValueError:
             return None
     out = dataclasses.asdict(timing)

@@ -9,7 +9,7 @@ clock, the one asked: the designs here have one), so that it can say how many en
 the clock, by how much in all (TNS), and which *families* of paths they belong to: the
 register the worst path to each endpoint starts from and the register it ends at, by name
 with bit indices and the tools' suffixes taken off (``tracker.s2_pairs5`` ->
-``tracker.s3_write.M``).  ``t3 synth`` prints them (``hw.pnr.PnrResult.families``);
+``tracker.s3_write.M``).  ``t3 synth`` prints them (``hw.pnr.PnrResult.family_lines``);
 ``docs/fpga.md`` reads placements by them.
 
 The worst slack found is nextpnr's own (``tests/test_pnr.py`` checks it against the reported

@@ -1009,7 +1009,7 @@ def build_parser():
     synth = sub.add_parser("synth", help="place and route a block on an FPGA: resources, "
                                           "Fmax, critical path")
     targets = synth.add_subparsers(dest="target", required=True)
-    from hw.pnr import TARGETS
+    from hw.pnr import FAMILIES, TARGETS
 
     def pnr_args(p, several=True):
         if several:
@@ -1034,9 +1034,10 @@ def build_parser():
                            help="give each tool (Yosys, nextpnr) this long, wall clock "
                                 "(default 10800: the node with its L2 takes about 4,600 s "
                                 "of nextpnr on an idle core)")
-            p.add_argument("--paths", type=_int_arg(0, 1000), default=10, metavar="N",
+            p.add_argument("--paths", type=_int_arg(0, FAMILIES), default=10, metavar="N",
                            help="print the N worst families of paths, every endpoint's "
-                                "slack against the clock asked (default 10; docs/fpga.md)")
+                                f"slack against the clock asked (default 10, at most "
+                                f"{FAMILIES}; docs/fpga.md)")
             pnr_args(p)
             add_args(p)
             _system_args(p)
