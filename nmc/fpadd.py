@@ -217,17 +217,34 @@ class FPAdd(Elaboratable):
         m.d.comb += y_al.eq(Mux(far, y_mant != 0, y_aligned))
         x_al = Signal(W)
         m.d.comb += x_al.eq(Cat(Const(0, 3), x_mant))
+        # for a subtraction y enters the add inverted (x - y = x + ~y + 1, the 1 the add's
+        # carry in), in the LUT that already chooses it: the add is then one carry chain,
+        # where a sum and a difference chosen after were two chains, a select and a wire more
+        # in front of the leading-zero count
+        y_in = Signal(W)
+        m.d.comb += y_in.eq(y_al ^ subtract.replicate(W))
+        # normalise never shifts below the smallest exponent (1), so by at most x_exp - 1: a
+        # one at that shift's place (bit W - x_exp, none when x_exp > W) among the count's
+        # input caps the leading-zero count there, and normalise shifts by the count as
+        # registered, with no compare and select in front of its shift
+        cap = Signal(W)
+        m.d.comb += cap.eq(Cat(x_exp == W - i for i in range(W)))
 
-        (x_al, y_al, subtract, x_sign, x_exp, nan, inf, inf_sign, zero_sign) = cut(
-            "align", x_al=x_al, y_al=y_al, subtract=subtract, x_sign=x_sign, x_exp=x_exp,
-            nan=nan, inf=inf, inf_sign=inf_sign, zero_sign=zero_sign)
+        (x_al, y_in, cap, subtract, x_sign, x_exp, nan, inf, inf_sign, zero_sign) = cut(
+            "align", x_al=x_al, y_in=y_in, cap=cap, subtract=subtract, x_sign=x_sign,
+            x_exp=x_exp, nan=nan, inf=inf, inf_sign=inf_sign, zero_sign=zero_sign)
 
         # --- add or subtract magnitudes -------------------------------------------------------
+        # one adder with the carry in: (2x + c) + (2y + c) = 2 (x + y + c)
+        chain = Signal(W + 2)
+        m.d.comb += chain.eq(Cat(subtract, x_al) + Cat(subtract, y_in))
         total = Signal(W + 1)
-        m.d.comb += total.eq(Mux(subtract, x_al - y_al, x_al + y_al))
-        # leading zeros below the hidden position (bit W-1)
+        # x >= y, so a difference never borrows: its carry out is the 2^W of x + ~y + 1, not
+        # a carry of the magnitudes
+        m.d.comb += total.eq(Cat(chain[1:W + 1], chain[W + 1] & ~subtract))
+        # leading zeros below the hidden position (bit W-1), capped at x_exp - 1
         lz = Signal(range(W + 1))
-        m.d.comb += lz.eq(leading_zeros(m, total[:W]))
+        m.d.comb += lz.eq(leading_zeros(m, total[:W] | cap))
 
         (total, lz, x_sign, x_exp, nan, inf, inf_sign, zero_sign) = cut(
             "add", total=total, lz=lz, x_sign=x_sign, x_exp=x_exp, nan=nan, inf=inf,
@@ -235,9 +252,9 @@ class FPAdd(Elaboratable):
 
         # --- normalise ---------------------------------------------------------------------------
         carry = total[W]
-        # never shift below the smallest exponent (1): that is a subnormal result
-        left = Signal(range(W + 1))
-        m.d.comb += left.eq(Mux(lz < x_exp, lz, x_exp - 1))
+        # never below the smallest exponent (1), which yields a subnormal result: the count is
+        # capped at x_exp - 1 (the add stage's cap)
+        left = lz
         norm = Signal(W)
         norm_exp = Signal(E + 2)
         with m.If(carry):
@@ -249,12 +266,12 @@ class FPAdd(Elaboratable):
         # settled beside the shift, not after the rounding's carry chain, and from the stage's
         # registers, not the shift's or the subtraction's results: a zero sum (a result that
         # is subnormal is exact, so a nonzero one keeps a nonzero mantissa through the
-        # rounding) is a zero total, as the shift only removes leading zeros (left <= lz);
-        # whether the exponent overflows, with and without the rounding's carry (norm_exp >=
-        # exp_max, norm_exp >= exp_max - 1): with the add's carry norm_exp is x_exp + 1;
-        # without it, x_exp - left, which reaches x_exp only with no shift (left is 0 iff lz
-        # is 0, as x_exp >= 1 and a shift capped at x_exp - 1 is 0 only for x_exp = 1, far
-        # below the top)
+        # rounding) is a zero total, as the shift only removes leading zeros (left is at
+        # most the total's count); whether the exponent overflows, with and without the
+        # rounding's carry (norm_exp >= exp_max, norm_exp >= exp_max - 1): with the add's
+        # carry norm_exp is x_exp + 1; without it, x_exp - left, which reaches x_exp only
+        # with no shift (the capped count is 0 for a total without leading zeros, or for
+        # x_exp = 1, far below the top)
         zero = Signal()
         ovf_carry, ovf_plain = Signal(), Signal()
         no_shift = lz == 0
