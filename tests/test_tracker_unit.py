@@ -378,6 +378,47 @@ def test_a_region_whose_tiles_all_fired_takes_reprogramming():
     assert seen["triggers"] == 2
 
 
+def test_an_access_taken_with_a_region_write_locks_the_region():
+    """An access to region 0 and a write of region 0's base offered in the same cycle: the
+    Tracker takes the access in that cycle, classified by the registers as they were, and
+    refuses the write (``region_busy``, one error), as the model does with the access first:
+    the tile it opened stays under the old base.  A Tracker that paused its input for the write
+    would take the access after it, under the new base; one whose lock did not look at the
+    input would take both, and the open tile would complete under settings it was not opened
+    with."""
+    old, new = OLD_REGION, NEW_REGION
+    access = request(PARAMS, old.base + 0x40, FULL, ElemType.FP16, 1, 0)
+    model = TrackerModel(PARAMS, REPROG_TPARAMS, [old])
+    dut = Tracker(PARAMS, REPROG_TPARAMS)
+    seen = {}
+
+    async def bench(ctx):
+        await start_on(ctx, dut, old)
+        (addr, word), = dut.regs.word_writes("region0_base", new.base)
+        ctx.set(dut.i.payload.as_value(), pack(mem_request_layout(PARAMS), access))
+        ctx.set(dut.i.valid, 1)
+        ctx.set(dut.csr.addr, addr)
+        ctx.set(dut.csr.w_data, word)
+        ctx.set(dut.csr.w_stb, 1)
+        seen["taken_with_the_write"] = ctx.get(dut.i.ready)
+        await ctx.tick()
+        ctx.set(dut.i.valid, 0)
+        ctx.set(dut.csr.w_stb, 0)
+        for _ in range(TRIGGER_LATENCY + 1):
+            await ctx.tick()
+        for name in ("status", "errors", "region0_base", "occupancy", "tracked"):
+            seen[name] = await reg_read(ctx, dut.csr, dut.regs, name)
+
+    run_testbench(dut, bench)
+    assert model.access(access).kind == "count"
+    assert not model.set_region(0, new, writes=1)
+    assert seen["taken_with_the_write"] == 1
+    assert seen["region0_base"] == old.base
+    assert seen["status"] == Status.REGION_BUSY == model.status
+    assert seen["errors"] == 1 == model.counters["errors"]
+    assert seen["occupancy"] == 1 == model.occupancy and seen["tracked"] == 1
+
+
 def test_model_fires_each_tile_exactly_once():
     # The model against the generator's own bookkeeping: every tile fires once it has been fed
     # exactly its threshold, carrying its smallest address; open entries hold what was fed.
