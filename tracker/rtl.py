@@ -296,7 +296,16 @@ class Tracker(wiring.Component):
         s3_full = Signal()       # opens a tile in a set with no free way: held
         s3_write = Signal(ways)  # the way it writes when it moves on (one-hot, or none)
         s3_new_rem = Signal(tp.count_bits)
+        # the tile's start is chosen from registers in stage 3: the hit tile's start if it
+        # starts below the access (``s3_earlier``), else the access's beat (the choice at
+        # the end of stage 2, after the ways' compares, fanned its select out to every bit of
+        # the start register: stage 2's address into stage 3's start was the node's longest
+        # path at one placement, 11.2 ns)
+        s3_earlier = Signal()
+        s3_hit_start = Signal(beat_addr_bits)
+        s3_addr = Signal(beat_addr_bits)
         s3_start = Signal(beat_addr_bits)
+        m.d.comb += s3_start.eq(Mux(s3_earlier, s3_hit_start, s3_addr))
         s3_set = Signal(range(tp.sets))
         s3_tag = Signal(entry["tag"].shape)
         s3_region = Signal(tp.region_bits)
@@ -436,7 +445,7 @@ class Tracker(wiring.Component):
 
         hit_rem = reduce(operator.or_, [Mux(match[w], w_rem[w], 0) for w in range(ways)])
         hit_start = reduce(operator.or_, [Mux(match[w], w_start[w], 0) for w in range(ways)])
-        start = Mux((match & earlier).any(), hit_start, s2_addr)
+        hit_earlier = (match & earlier).any()
         # ``start < s1_addr``, for stage 2's next access (``fwd_earlier``): each way's start and
         # stage 3's compared with it from registers, chosen as ``start`` is
         s3_start_below = s3_start < s1_addr
@@ -466,8 +475,10 @@ class Tracker(wiring.Component):
                                 (hit | ~to_fire), Mux(hit, match, first_free), 0)),
                 s3_full.eq(s2_count & miss_alloc & ~hit & ~any_free),
                 s3_new_rem.eq(Mux(hit, hit_rem, s2_miss_rem)),
-                s3_start.eq(start),
-                fwd_earlier.eq(Mux((match & earlier).any(), start_below, s2_addr < s1_addr)),
+                s3_earlier.eq(hit_earlier),
+                s3_hit_start.eq(hit_start),
+                s3_addr.eq(s2_addr),
+                fwd_earlier.eq(Mux(hit_earlier, start_below, s2_addr < s1_addr)),
                 s3_set.eq(s2_set),
                 s3_tag.eq(s2_tag),
                 s3_region.eq(s2_region),
