@@ -253,7 +253,8 @@ class DMACreditSpec(Elaboratable):
     """The read credit for all time (k-induction): any triggers and any command table (set-up
     writes), a memory answering its reads in order after any delay.  The beats reserved are
     exactly the read waiting at the memory port, the reads the memory holds and the beats in
-    the payload buffer, never more than ``buffer_beats``; the next answer's tag is the one the
+    the payload buffer, never more than ``buffer_beats``, and its flags say whether it is below
+    ``buffer_beats`` and below ``buffer_beats - 1``; the next answer's tag is the one the
     engine expects; so a response is never refused.  The invariants name the engine's credit
     state (``DMAEngine.reserved``, ``rd_v``, ``data_q``, ``exp_tag``, ``resp_lost``, never
     set; and the depacketizer's slice, empty: nothing is received here)."""
@@ -281,6 +282,9 @@ class DMACreditSpec(Elaboratable):
         m.d.comb += [
             Assert(dut.reserved == dut.rd_v + in_mem + dut.data_q.level),
             Assert(dut.reserved <= DMA_D.buffer_beats),
+            # the credit's flags, kept with it (chosen by the issue and the beat out)
+            Assert(dut.reader.room == (dut.reserved < DMA_D.buffer_beats)),
+            Assert(dut.reader.below == (dut.reserved + 1 < DMA_D.buffer_beats)),
             Assert(dut.exp_tag == tag),
             Assert(~dut.resp_lost),                   # the memory answers in order
             Assert(~dut.resp.valid | dut.resp.ready),
