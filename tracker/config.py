@@ -102,7 +102,8 @@ STATUS = Reg("status", None, "w1c", "errors and state", fields=(
                                  "counted"),
     Field("bad_access", doc="mask empty or not whole elements, or address not beat aligned"),
     Field("region_busy", doc="a write to a region's registers while it has open tiles (or "
-                             "an access to it in flight); ignored: flush first"),
+                             "an access to it in flight, or a tracked write waits at the "
+                             "input); ignored: flush first"),
     Field("flushing", lsb=8, live=True,
           doc="the table is being cleared (after reset or a flush)")))
 
