@@ -36,7 +36,7 @@ from nmc.config import WRITE_DELAY, HBMTiming, NMCParams
 from nmc.rtl import NMCUnit
 from system.link import LinkModel
 from tracker.config import TrackerParams
-from tracker.rtl import Tracker
+from tracker.rtl import TRIGGER_QUEUE, Tracker
 
 
 SMALL = T3Params(beat_bits=32, addr_bits=12, wg_id_bits=2, wf_id_bits=1, tag_bits=3)
@@ -381,7 +381,7 @@ class TrackerSpec(Elaboratable):
             ((req.mask == 0xF) | (req.mask == 0))))
         inc = Mux(req.mask == 0xF, 1, 0)
         shadow = Signal(8)
-        owed = Signal(3)        # fired at the input, trigger not yet taken from ``o``
+        owed = Signal(range(TRIGGER_QUEUE + 1))   # fired at the input, not yet taken from ``o``
         take = dut.i.valid & dut.i.ready
         fires = Signal()
         m.d.comb += fires.eq(take & counted & (shadow + inc == threshold))
@@ -394,9 +394,10 @@ class TrackerSpec(Elaboratable):
         out = dut.o.payload
         out_mine = dut.o.valid & dut.o.ready & (out.wg_id == wg) & (out.wf_id == wf)
         m.d.sync += owed.eq(owed + fires - out_mine)
-        # at most four owed: one in the output register, one in each of the pipeline's three
-        # stages behind it (a threshold of one fires on every access)
-        m.d.comb += [Assert(~out_mine | (owed != 0)), Assert(owed <= 4)]
+        # at most the trigger queue's depth owed: the input takes an access only while the
+        # queue has room for its trigger and for those of the accesses ahead of it (a
+        # threshold of one fires on every access)
+        m.d.comb += [Assert(~out_mine | (owed != 0)), Assert(owed <= TRIGGER_QUEUE)]
         with m.If(out_mine):
             m.d.comb += Assert(out.region == 0)
         if self.invariants:
@@ -521,11 +522,28 @@ class TrackerSpec(Elaboratable):
         r2 = Mux(mine2, after(r3), r3)
         r1 = Mux(mine1, after(r2), r2)
         fired = (mine3 & s3_fire) + (mine2 & (r3 == 1)) + (mine1 & (r2 == 1))
+        # the trigger queue: ``q_level`` entries from ``q_head`` on, the head's copy on ``o``,
+        # room for a trigger of every access in the pipeline; the tile's triggers in it are
+        # region 0's
         o = dut.o
-        o_mine = o.valid & (o.payload.wg_id == wg) & (o.payload.wf_id == wf)
-        with m.If(o_mine):
-            m.d.comb += Assert(o.payload.region == 0)
-        quiet = ~st["s1_valid"] & ~st["s2_valid"] & ~st["s3_valid"] & ~o.valid & \
+        q, q_head, q_level = st["q_entries"], st["q_head"], st["q_level"]
+        depth = len(q)
+        stages = st["s1_valid"] + st["s2_valid"] + st["s3_valid"]
+        m.d.comb += [Assert(q_level + stages <= depth), Assert(o.valid == (q_level != 0)),
+                     Assert(st["q_tail"] == Mux(q_head + q_level >= depth,
+                                                q_head + q_level - depth, q_head + q_level))]
+        with m.If(o.valid):
+            m.d.comb += Assert(o.payload.as_value() == Array(q)[q_head].as_value())
+        queued = []
+        for k, entry in enumerate(q):
+            place = Mux(k >= q_head, k - q_head, k + depth - q_head)
+            here = (place < q_level) & (entry.wg_id == wg) & (entry.wf_id == wf)
+            with m.If(here):
+                m.d.comb += Assert(entry.region == 0)
+            queued.append(here)
+        o_mine = Signal(range(depth + 1))
+        m.d.comb += o_mine.eq(sum(queued))
+        quiet = ~st["s1_valid"] & ~st["s2_valid"] & ~st["s3_valid"] & (q_level == 0) & \
             (shadow == 0) & (owed == 0)
         # the set-up phase and the cycle after its last region write (``settle``: no access
         # taken, the threshold register not yet the product) hold nothing of the tile

@@ -12,7 +12,7 @@ from sim.blocks.tracker.amaranth_sim import simulate_tracker
 from sim.blocks.tracker.traffic import random_regions, request, ring_step_traffic, tile_traffic
 from tracker.config import CMD, CTRL, STAT_REGISTERS, Region, Status, TrackerParams
 from tracker.model import TRIGGER_LATENCY, TrackerModel, check_run
-from tracker.rtl import Tracker
+from tracker.rtl import TRIGGER_QUEUE, Tracker
 
 
 PARAMS = T3Params(wg_id_bits=8)
@@ -417,6 +417,62 @@ def test_an_access_taken_with_a_region_write_locks_the_region():
     assert seen["status"] == Status.REGION_BUSY == model.status
     assert seen["errors"] == 1 == model.counters["errors"]
     assert seen["occupancy"] == 1 == model.occupancy and seen["tracked"] == 1
+
+
+def test_trigger_backpressure_fills_the_queue_then_holds_the_input():
+    """Threshold-1 tiles (every access fires) offered every cycle while ``o`` takes nothing:
+    the Tracker takes exactly ``TRIGGER_QUEUE`` accesses, one a cycle, every one of whose
+    triggers then waits in the queue, and holds the next at the input (each cycle counted in
+    ``stall_out``); released, ``o`` gives the triggers one a cycle in order and the input moves
+    on, nothing lost.  With ``o`` always ready, the same traffic is taken one access a cycle.
+    A room check one entry short takes a ninth access while ``o`` holds (and overflows the
+    queue)."""
+    tparams = TrackerParams(sets=4, ways=1, regions=1)
+    region = Region(0x1000, 0x1000, 1, 1)
+    n = 3 * TRIGGER_QUEUE
+    requests = [request(PARAMS, region.base + 32 * k, 0b11, ElemType.FP16, k, k % 8)
+                for k in range(n)]
+    model = TrackerModel(PARAMS, tparams, [region])
+    outcomes = [model.access(r) for r in requests]
+    dut = Tracker(PARAMS, tparams)
+    words = [pack(mem_request_layout(PARAMS), r) for r in requests]
+    taken, triggers, seen = [], [], {}
+    hold = 40                   # cycles o is not ready, from the first offer
+
+    async def bench(ctx):
+        await start_on(ctx, dut, region)
+        ctx.set(dut.o.ready, 0)
+        index = cycle = 0
+        while index < n or ctx.get(dut.o.valid) or cycle < hold + 8:
+            ctx.set(dut.o.ready, cycle >= hold)
+            if index < n:
+                ctx.set(dut.i.payload.as_value(), words[index])
+            ctx.set(dut.i.valid, index < n)
+            _, _, i_ready, o_valid, o_ready, o_payload = await ctx.tick().sample(
+                dut.i.ready, dut.o.valid, dut.o.ready, dut.o.payload.addr)
+            if index < n and i_ready:
+                taken.append(cycle)
+                index += 1
+            if o_valid and o_ready:
+                triggers.append((cycle, o_payload))
+            cycle += 1
+            if cycle == hold:
+                seen["taken_in_hold"] = len(taken)
+        ctx.set(dut.i.valid, 0)
+        seen["stall_out"] = await reg_read(ctx, dut.csr, dut.regs, "stall_out")
+
+    run_testbench(dut, bench)
+    assert seen["taken_in_hold"] == TRIGGER_QUEUE
+    assert taken[:TRIGGER_QUEUE] == list(range(TRIGGER_QUEUE))
+    # offered in every cycle until the last is taken: every cycle not taking one refused it
+    assert taken[TRIGGER_QUEUE] > hold and seen["stall_out"] == taken[-1] + 1 - n
+    assert [addr for _, addr in triggers] == [o.trigger["addr"] for o in outcomes]
+    out = [cycle for cycle, _ in triggers]
+    assert out[:TRIGGER_QUEUE] == list(range(hold, hold + TRIGGER_QUEUE))
+    # o always ready: one access a cycle
+    run = simulate_tracker(PARAMS, tparams, [region], requests)
+    assert run.taken == list(range(run.taken[0], run.taken[0] + n))
+    assert [t["addr"] for _, t in run.triggers] == [o.trigger["addr"] for o in outcomes]
 
 
 def test_model_fires_each_tile_exactly_once():

@@ -261,7 +261,8 @@ def tracker_registers(params: T3Params, tparams: TrackerParams):
         Reg("tracked", 32, "ro", "accesses counted into a tile"),
         Reg("triggers", 32, "ro", "triggers fired"),
         Reg("stall_full", 32, "ro", "cycles the head access waited for a way in a full set"),
-        Reg("stall_out", 32, "ro", "cycles the head access waited for the trigger output"),
+        Reg("stall_out", 32, "ro", "cycles an access waited at the input for room in the "
+                                   "trigger queue"),
         Reg("occupancy", 32, "ro", "valid entries now"),
         Reg("peak_occupancy", 32, "ro", "most valid entries at once since the counters were "
                                         "cleared (it follows `occupancy` a cycle later)"),

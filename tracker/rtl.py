@@ -8,7 +8,7 @@ output tile, the local, remote and DMA element updates, and emits a trigger when
 import operator
 from functools import reduce
 
-from amaranth import Module, Signal, Cat, Mux, C
+from amaranth import Array, Module, Signal, Cat, Mux, C
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -20,11 +20,17 @@ from hw.params import T3Params
 from .config import TrackerParams, UPDATES_BITS, tracker_registers
 
 
-__all__ = ["Tracker", "COUNTER_BITS"]
+__all__ = ["Tracker", "COUNTER_BITS", "TRIGGER_QUEUE"]
 
 
 #: Width of the statistics counters; they saturate at ``2**COUNTER_BITS - 1``.
 COUNTER_BITS = 32
+
+#: Triggers the output queue holds.  The input takes an access only while the queue has room
+#: for a trigger from it and from every access ahead of it in the pipeline (three stages), so
+#: with the queue drained as fast as it fills (one a cycle) the input is never refused: at
+#: least 5 (3 in the pipeline, the access taken, the trigger leaving).
+TRIGGER_QUEUE = 8
 
 
 def entry_layout(params: T3Params, tparams: TrackerParams):
@@ -58,7 +64,8 @@ class Tracker(wiring.Component):
         threshold, registers, are computed then; an access taken in the write's own cycle is
         classified by the registers as they were), and while the head access is held (below).
     o : Out(stream.Signature(hw.interfaces.trigger_layout(params, tparams.regions)))
-        One trigger per completed tile, in the order of the completing accesses.
+        One trigger per completed tile, in the order of the completing accesses, from a queue
+        of :data:`TRIGGER_QUEUE` triggers (``o.valid`` and ``o.payload`` are registers).
     csr : In(csr_signature(...))
         Register file (:func:`tracker.config.tracker_registers`; see :mod:`hw.csr` for timing).
 
@@ -77,13 +84,15 @@ class Tracker(wiring.Component):
     cycle, else from the write of the previous advance, else from the row as read
     (forwarding): the Tracker takes **one access per cycle, back-to-back accesses to the same
     entry included**.  A trigger is valid on ``o`` **4 cycles** after the handshake of the
-    access that completed the tile (registered output).  ``i.ready`` depends on registers
-    and ``o.ready`` only.
+    access that completed the tile, when the trigger queue before it is empty.  ``i.ready``
+    depends on registers only.
 
-    The access in stage 3 is held, and ``i.ready`` drops, when it fires but ``o`` still holds an
-    unaccepted trigger (counted in ``stall_out``), or when it opens a new tile in a set with no
-    free way (``stall_full``; ``status.set_full`` latches); the accesses behind it wait in
-    stages 1 and 2. A held access is neither dropped nor counted twice. Since ways free only
+    Backpressure on ``o`` fills the trigger queue: ``i.ready`` drops while the queue's triggers
+    and the accesses in the pipeline leave no room for a trigger of one more access (the
+    cycles an access so waits at ``i`` count in ``stall_out``), so stage 3 never waits for
+    ``o``.  The access in stage 3 is held, and ``i.ready`` drops, when it opens a new tile in a
+    set with no free way (``stall_full``; ``status.set_full`` latches); the accesses behind it
+    wait in stages 1 and 2. A held access is neither dropped nor counted twice. Since ways free only
     when a tile completes, and the accesses that complete tiles queue behind the held one, a
     full set deadlocks the input: :func:`tracker.config.check_schedule` refuses every schedule
     that can fill a set, so a configuration accepted by the driver never meets it, and one that
@@ -227,8 +236,16 @@ class Tracker(wiring.Component):
         s1_wg_id = Signal(p.wg_id_bits)
         s1_wf_id = Signal(p.wf_id_bits)
         take = self.i.valid & self.i.ready
+        # the trigger queue's room for this access's trigger and those ahead of it (every
+        # valid stage may fire one): from registers.  (Stage 3 waited for ``o``, and through
+        # the pipeline's hold the trigger register's valid reached the enables of every
+        # stage's registers, the table's read and the input slice's head: the node's longest
+        # path at two placements, 11.3-11.9 ns, 9.8-10.1 of it wires.)
+        q_level = Signal(range(TRIGGER_QUEUE + 1), name="trig_level")
+        q_room = Signal(name="trig_room")
+        m.d.comb += q_room.eq(q_level + s1_valid + s2_valid + s3_valid < TRIGGER_QUEUE)
         m.d.comb += [
-            self.i.ready.eq(advance & ~flushing & ~settle),
+            self.i.ready.eq(advance & ~flushing & ~settle & q_room),
             rd.addr.eq(req.wg_id[:tp.set_bits]),
             rd.en.eq(advance),
         ]
@@ -317,10 +334,11 @@ class Tracker(wiring.Component):
         over, overflow, fire = s3_over, s3_overflow, s3_fire
         error = s3_mismatch | over | overflow
         alloc = s3_count & ~error & ~fire & ~s3_hit
-        out_busy = s3_valid & fire & self.o.valid & ~self.o.ready
-        set_full = s3_valid & s3_full
-        s3_go = s3_valid & ~set_full & ~out_busy
-        m.d.comb += advance.eq(~s3_valid | s3_go)
+        # stage 3 waits only for a way (``s3_full`` implies ``s3_valid``: it is loaded with
+        # it and cleared with it): the pipeline's hold is one flip-flop
+        set_full = s3_full
+        s3_go = s3_valid & ~s3_full
+        m.d.comb += advance.eq(~s3_full)
 
         updated = Signal(entry)
         m.d.comb += [
@@ -473,7 +491,7 @@ class Tracker(wiring.Component):
                 s3_fire.eq(to_fire),
                 s3_write.eq(Mux(s2_valid & s2_count & ~to_mismatch & ~to_over & ~to_overflow &
                                 (hit | ~to_fire), Mux(hit, match, first_free), 0)),
-                s3_full.eq(s2_count & miss_alloc & ~hit & ~any_free),
+                s3_full.eq(s2_valid & s2_count & miss_alloc & ~hit & ~any_free),
                 s3_new_rem.eq(Mux(hit, hit_rem, s2_miss_rem)),
                 s3_earlier.eq(hit_earlier),
                 s3_hit_start.eq(hit_start),
@@ -486,24 +504,52 @@ class Tracker(wiring.Component):
                 s3_wf_id.eq(s2_wf_id),
             ]
 
-        # --- Trigger output register -----------------------------------------------------
-        with m.If(self.o.ready):
-            m.d.sync += self.o.valid.eq(0)
-        with m.If(s3_go & fire):
-            m.d.sync += [
-                self.o.valid.eq(1),
-                self.o.payload.wg_id.eq(s3_wg_id),
-                self.o.payload.wf_id.eq(s3_wf_id),
-                self.o.payload.addr.eq(Cat(C(0, p.beat_offset_bits), s3_start)),
-                self.o.payload.region.eq(s3_region),
-            ]
+        # --- Trigger queue ----------------------------------------------------------------
+        # registers: ``TRIGGER_QUEUE`` entries in a ring, and the head's copy on ``o`` with
+        # ``o.valid``, registers of their own.  A trigger pushed into an empty queue is on
+        # ``o`` in the next cycle, as from the former output register.  The input's room
+        # check keeps a push from ever finding the queue full.
+        trig = self.o.payload.shape()
+        q_entries = [Signal(trig, name=f"trig{k}") for k in range(TRIGGER_QUEUE)]
+        q_head = Signal(range(TRIGGER_QUEUE), name="trig_head")
+        q_tail = Signal(range(TRIGGER_QUEUE), name="trig_tail")
+        push = Signal()
+        pop = Signal()
+        pushed = Signal(trig)
+        m.d.comb += [
+            push.eq(s3_go & fire),
+            pop.eq(self.o.valid & self.o.ready),
+            pushed.wg_id.eq(s3_wg_id), pushed.wf_id.eq(s3_wf_id),
+            pushed.addr.eq(Cat(C(0, p.beat_offset_bits), s3_start)),
+            pushed.region.eq(s3_region),
+        ]
+
+        def after(ptr):
+            return Mux(ptr == TRIGGER_QUEUE - 1, 0, ptr + 1)
+        with m.If(push):
+            m.d.sync += q_tail.eq(after(q_tail))
+            for k in range(TRIGGER_QUEUE):
+                with m.If(q_tail == k):
+                    m.d.sync += q_entries[k].eq(pushed)
+        with m.If(pop):
+            m.d.sync += q_head.eq(after(q_head))
+        m.d.sync += q_level.eq(q_level + push - pop)
+        # the head on ``o``: the pushed trigger when no other is left in the queue, else the
+        # entry after the head when the head leaves, else as it is
+        next_head = Array(q_entries)[after(q_head)]
+        only = (q_level == 0) | ((q_level == 1) & pop)
+        with m.If(push & only):
+            m.d.sync += self.o.payload.eq(pushed)
+        with m.Elif(pop):
+            m.d.sync += self.o.payload.eq(next_head)
+        m.d.sync += self.o.valid.eq((q_level + push - pop) != 0)
 
         # --- Flush: clear one set per cycle ----------------------------------------------
         with m.If(start_flush):
             m.d.sync += [flushing.eq(1), flush_set.eq(0)]
         with m.Elif(flushing & set_full):
             # the flush discards the held access, and those behind it, with the table
-            m.d.sync += [s3_valid.eq(0), s2_valid.eq(0), s1_valid.eq(0)]
+            m.d.sync += [s3_valid.eq(0), s2_valid.eq(0), s1_valid.eq(0), s3_full.eq(0)]
         # the table's writes from registers alone: in the cycle of a flush command that
         # restarts a flush the set is cleared too (every set is cleared again after it), and
         # only the flush's own counters see the command (the register decoder's write strobe
@@ -559,7 +605,9 @@ class Tracker(wiring.Component):
         accumulate(m, counters["errors"], errors, clear_counters)
         for name, event in (("accesses", take),
                             ("tracked", s3_go & s3_count & ~error), ("triggers", s3_go & fire),
-                            ("stall_full", set_full), ("stall_out", out_busy)):
+                            ("stall_full", set_full),
+                            ("stall_out", self.i.valid & advance & ~flushing & ~settle &
+                             ~q_room)):
             count(m, counters[name], event, clear_counters)
         # the peak follows the occupancy register a cycle later (from the next occupancy it put
         # the stall and fire decision, an adder and a compare on one path: the Tracker's longest)
@@ -573,5 +621,5 @@ class Tracker(wiring.Component):
                       if name.startswith(("s1_", "s2_", "s3_")) or name in (
                           "table", "rd", "flushing", "flush_set", "updated", "write", "fwd",
                           "same3", "same_tag3", "fwd_earlier", "advance", "occupancy", "settle", "region_regs",
-                          "take")}
+                          "take", "q_entries", "q_head", "q_tail", "q_level")}
         return m

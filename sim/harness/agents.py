@@ -51,11 +51,20 @@ async def reset_and_program(dut, regs, registers, idle=()):
     dut.csr__w_stb.value = 0
 
 
-def random_pauses(probability, seed):
-    """Endless seeded iterator: ``True`` with ``probability`` each cycle."""
+def random_pauses(probability, seed, burst=1):
+    """Endless seeded iterator: ``True`` (pause) in a share ``probability`` of the cycles.  With
+    ``burst`` 1 each cycle on its own; with a larger ``burst`` the pauses come in runs of
+    ``burst`` cycles on average (a run ends with probability ``1 / burst`` each cycle), the
+    runs between them as long as the share asks: a backpressure that fills queues."""
     rng = random.Random(seed)
+    if burst <= 1:
+        while True:
+            yield rng.random() < probability
+    start = probability / (burst * (1 - probability)) if probability < 1 else 1.0
+    paused = False
     while True:
-        yield rng.random() < probability
+        paused = rng.random() >= 1 / burst if paused else rng.random() < start
+        yield paused
 
 
 class Bench:
