@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 from hw.csr import RegisterFile, accumulate, count, csr_signature
 from hw.interfaces import Stream, mem_request_layout
 from hw.params import T3Params
-from hw.pipeline import BypassFIFO
+from hw.pipeline import BypassFIFO, WriteAheadSyncFIFO
 from .config import STARVE_BITS, ArbiterParams, Policy, arbiter_registers
 
 
@@ -137,6 +137,14 @@ class MCArbiter(wiring.Component):
     ----------
     params : :class:`hw.params.T3Params`
     aparams : :class:`mc_arbiter.config.ArbiterParams`
+    mcq_ram : ``"lut"``, ``"block"`` or None
+        Where the MCQ's entries are kept, cycle for cycle the same either way (both queues
+        time as Amaranth's ``SyncFIFO``): ``"lut"``, LUT RAM read as it stands
+        (:class:`hw.pipeline.WriteAheadSyncFIFO`), for an FPGA with LUT RAM, where a block
+        RAM's read leaves late in the cycle (5.6 ns on an ECP5); ``"block"``, block RAM and an
+        output register that a request written into an empty queue goes to directly
+        (:class:`hw.pipeline.BypassFIFO`), for a deep MCQ or an FPGA without LUT RAM (an
+        iCE40).  None (the default): ``"lut"`` up to 64 entries, else ``"block"``.
 
     Ports
     -----
@@ -150,12 +158,11 @@ class MCArbiter(wiring.Component):
     o : Out(stream.Signature(mem_request_layout(params)))
         The head of the MCQ, towards the DRAM.  ``stream`` is set from the port the request came
         in on, whatever the requester wrote there.  A request enqueued (picked) in cycle ``c`` is
-        written into the MCQ in cycle ``c + 1`` from a register.  The MCQ is block RAM with a
-        synchronous read port (``depth - 1`` entries) and an output register (one entry) that
-        a request written into an empty queue goes to directly, so the request is offered on
-        ``o`` from cycle ``c + 2``, or from the cycle after the request before it leaves; the
-        queue gives one request per cycle.  ``o.valid`` is a register; ``o.payload`` is the
-        RAM's output or the bypass register, selected by a register.
+        written into the MCQ in cycle ``c + 1`` from a register, so it is offered on ``o``
+        from cycle ``c + 2``, or from the cycle after the request before it leaves; the queue
+        gives one request per cycle.  ``o.valid`` is a function of the MCQ's level register;
+        ``o.payload`` is the LUT RAM as it stands at the read pointer (``mcq_ram="lut"``), or
+        the block RAM's output or the bypass register, selected by a register (``"block"``).
     occupancy : Out(range(depth + 1))
         MCQ entries: the requests enqueued and not yet dequeued, the one on its way into the
         RAM and the output register's included (registered: the count at the start of the
@@ -195,25 +202,39 @@ class MCArbiter(wiring.Component):
     Each stream's requests leave ``o`` in the order they arrived; none is lost or duplicated.
     """
 
-    def __init__(self, params: T3Params, aparams: ArbiterParams = ArbiterParams()):
+    #: the largest MCQ kept in LUT RAM by default
+    LUT_MCQ_DEPTH = 64
+
+    def __init__(self, params: T3Params, aparams: ArbiterParams = ArbiterParams(),
+                 mcq_ram=None):
         if not isinstance(params, T3Params):
             raise TypeError(f"params must be a T3Params, not {params!r}")
         if not isinstance(aparams, ArbiterParams):
             raise TypeError(f"aparams must be an ArbiterParams, not {aparams!r}")
+        if mcq_ram not in (None, "lut", "block"):
+            raise ValueError(f"mcq_ram must be 'lut', 'block' or None, not {mcq_ram!r}")
+        if mcq_ram is None:
+            mcq_ram = "lut" if aparams.depth <= self.LUT_MCQ_DEPTH else "block"
+        self.mcq_ram = mcq_ram
         self.params = params
         self.aparams = aparams
         self.regs = arbiter_registers(aparams)
         self.regfile = RegisterFile(self.regs)      # the registers' hardware
         #: the decision logic (:class:`ArbiterPolicy`)
         self.policy = ArbiterPolicy(aparams, self.regs["threshold"].reset)
-        #: the MCQ: block RAM with a synchronous read port (``depth - 1`` entries) and an
-        #: output register that a request written into an empty queue goes to directly
-        #: (:class:`hw.pipeline.BypassFIFO`).  Block RAM however shallow: a queue of wide
-        #: entries in LUT RAM puts its write enable on a hundred or more LUT-RAM cells (in a
-        #: node, the MCQ's 31 x 330 bits: the arbiter's decision then took 14 ns of wires to
-        #: reach them); in block RAM it reaches ten.
-        self.mcq = BypassFIFO(width=mem_request_layout(params).size, depth=aparams.depth,
-                              ram_style="block")
+        #: the MCQ: LUT RAM read as it stands, written ahead
+        #: (:class:`hw.pipeline.WriteAheadSyncFIFO`, ``SyncFIFO``'s timing): the enqueue's
+        #: decision reaches the write pointer and the level, not the write enables of the LUT-RAM
+        #: cells (the decision into them, a hundred cells for the MCQ's 31 x 330 bits, took 14 ns
+        #: of wires in a node), and the reader starts from the read pointer, not from a block
+        #: RAM's read (5.6 ns to leave an ECP5 DP16KD: the MCQ's block RAM into the NMC unit's
+        #: command slice was the node's longest path at several placements, 11.0 ns).
+        #: Or block RAM and a bypass register (:class:`hw.pipeline.BypassFIFO`, ``mcq_ram``
+        #: "block"), in block RAM however shallow (Yosys would choose LUT RAM, not written
+        #: ahead).
+        width = mem_request_layout(params).size
+        self.mcq = WriteAheadSyncFIFO(width=width, depth=aparams.depth) if mcq_ram == "lut" \
+            else BypassFIFO(width=width, depth=aparams.depth, ram_style="block")
         #: a request picked in the last cycle, written into the MCQ in this one (for proofs)
         self.enq_pending = Signal(name="enq_r")
         #: ``occupancy == depth``, a register (for proofs)

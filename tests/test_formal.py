@@ -25,7 +25,7 @@ from dma.config import DMAParams
 from dma.rtl import DMAEngine
 from hw.axil import AXILiteToCSR
 from hw.formal import FormalError, FormalFailure, prove
-from hw.pipeline import BypassFIFO, SkidBuffer, WriteAheadFIFO
+from hw.pipeline import BypassFIFO, SkidBuffer, WriteAheadFIFO, WriteAheadSyncFIFO
 from hw.interfaces import ElemType, Op
 from hw.params import T3Params
 from l2.config import PIPELINE_HIT_LATENCY, L2Params
@@ -788,6 +788,8 @@ PROOFS = {
                          10),
     "read_ahead_fifo": (lambda: BypassFIFOSpec(
         3, lambda **kw: WriteAheadFIFO(**kw, read_ahead=True), SyncFIFOBuffered), "bmc", 8, 10),
+    "write_ahead_sync_fifo": (lambda: BypassFIFOSpec(3, WriteAheadSyncFIFO, SyncFIFO), "bmc",
+                              8, 10),
     "skid_buffer": (SkidBufferSpec, "bmc", 8, 10),
     "skid_buffer_field": (lambda: SkidBufferSpec(("a",)), "bmc", 8, 10),
     # at 7 cycles a store is read back as a hit (35 s); at 8 a read under a window that moved

@@ -14,7 +14,7 @@ from amaranth import Module, Value
 from amaranth.lib import data
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 
-from hw.pipeline import BypassFIFO, SkidBuffer, WriteAheadFIFO
+from hw.pipeline import BypassFIFO, SkidBuffer, WriteAheadFIFO, WriteAheadSyncFIFO
 from hw.testing import run_testbench
 
 
@@ -174,3 +174,25 @@ def test_read_ahead_fifo_is_sync_fifo_buffered(depth, w_p, r_p):
 def test_write_ahead_fifo_refuses_a_depth_below_two():
     with pytest.raises(ValueError, match="WriteAheadFIFO depth must be at least 2, not 1"):
         WriteAheadFIFO(width=4, depth=1)
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 8, 32])
+@pytest.mark.parametrize("w_p,r_p", [(0.5, 0.5), (0.9, 0.3), (0.3, 0.9), (1, 1), (0.8, 0.8)])
+def test_write_ahead_sync_fifo_is_sync_fifo(depth, w_p, r_p):
+    """The LUT RAM written in every cycle with room, a beat offered or not, changes nothing a
+    user sees: cycle for cycle the ports of ``SyncFIFO`` (the data, and the offered ``w_data``
+    changing every cycle, so a slot written ahead and not taken would show)."""
+    counts = run_bypass_fifo(depth, w_p, r_p, seed=depth * 3000 + int(w_p * 10 + r_p * 100),
+                             dut_cls=WriteAheadSyncFIFO)
+    assert counts["out"] > 100
+    assert 0 <= counts["in"] - counts["out"] <= depth
+
+
+def test_write_ahead_sync_fifo_passes_a_beat_every_cycle():
+    counts = run_bypass_fifo(4, 1, 1, cycles=100, dut_cls=WriteAheadSyncFIFO)
+    assert (counts["in"], counts["out"], counts["both_cycles"]) == (100, 99, 99)
+
+
+def test_write_ahead_sync_fifo_refuses_a_depth_below_one():
+    with pytest.raises(ValueError, match="^WriteAheadSyncFIFO depth must be at least 1, not 0$"):
+        WriteAheadSyncFIFO(width=4, depth=0)
