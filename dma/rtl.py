@@ -413,9 +413,10 @@ class DMAEngine(wiring.Component):
             m.d.comb += [self.window[k].base.eq(regs.rw(reg["base"])),
                          self.window[k].size.eq(regs.rw(reg["size"]))]
             # each window's end a register, kept from the registers' next values (the sum
-            # before the compare was the node's critical path, 15.1 ns)
+            # before the compare was the node's critical path, 15.1 ns), summed from registers
+            # and chosen by the write (hw.csr.RegisterFile.next_sum)
             r_end = Signal(A + 1, name=f"remote{k}_end")
-            m.d.sync += r_end.eq(regs.rw_next(m, reg["base"]) + regs.rw_next(m, reg["size"]))
+            m.d.sync += r_end.eq(regs.next_sum(m, reg["base"], reg["size"]))
             m.d.comb += [comb.windows[k].base.eq(regs.rw(reg["base"])),
                          comb.windows[k].end.eq(r_end),
                          comb.windows[k].dst_gpu.eq(regs.rw(reg["dst_gpu"])),
@@ -446,7 +447,7 @@ class DMAEngine(wiring.Component):
         # the window's end a register, kept from the registers' next values as the remote
         # windows' are (the depacketizer compares the beat's address with both in parallel)
         rx_end = Signal(A + 1, name="rx_end")
-        m.d.sync += rx_end.eq(regs.rw_next(m, "rx_base") + regs.rw_next(m, "rx_size"))
+        m.d.sync += rx_end.eq(regs.next_sum(m, "rx_base", "rx_size"))
         m.d.comb += [
             dep.gpu_id.eq(gpu_id), dep.rx_base.eq(regs.rw("rx_base")), dep.rx_end.eq(rx_end),
             *(ev[k].eq(dep.events[k]) for k in RX_EVENTS),

@@ -203,7 +203,8 @@ def test_rw_next_is_what_the_register_holds_next_cycle():
     from amaranth.lib import wiring
     from amaranth.lib.wiring import In
 
-    rmap = RegisterMap([Reg("a", 8, "rw", "", reset=5), Reg("wide", 40, "rw", "")])
+    rmap = RegisterMap([Reg("a", 8, "rw", "", reset=5), Reg("wide", 40, "rw", ""),
+                        Reg("b", 20, "rw", "", reset=7)])
     regs = RegisterFile(rmap)
 
     class Dut(wiring.Component):
@@ -213,11 +214,14 @@ def test_rw_next_is_what_the_register_holds_next_cycle():
         def elaborate(self, platform):
             m = Module()
             regs.elaborate(m, self.csr, {})
-            regs.lock(m, ["wide"], self.locked)
+            regs.lock(m, ["wide", "b"], self.locked)
             self.predicted = {name: Signal(rmap[name].width, name=f"pred_{name}")
                               for name in ("a", "wide")}
             for name, pred in self.predicted.items():
                 m.d.sync += pred.eq(regs.rw_next(m, name))
+            # the sum of two registers' next values, made from registers (next_sum)
+            self.sum = Signal(21)
+            m.d.sync += self.sum.eq(regs.next_sum(m, "a", "b"))
             return m
 
     dut = Dut()
@@ -234,11 +238,27 @@ def test_rw_next_is_what_the_register_holds_next_cycle():
             await ctx.tick()
             for name, pred in dut.predicted.items():
                 checks.append((name, ctx.get(pred), ctx.get(regs.rw(name))))
+            checks.append(("a+b", ctx.get(dut.sum), ctx.get(regs.rw("a")) + ctx.get(regs.rw("b"))))
 
     run_testbench(dut, bench)
     wrong = [c for c in checks if c[1] != c[2]]
-    assert not wrong and len(checks) == 800
+    assert not wrong and len(checks) == 1200
     assert len({value for name, value, _ in checks if name == "wide"}) > 50   # it did move
+    # the sum moved with writes of either register, locked ones refused
+    assert len({c[1] for c in checks if c[0] == "a+b"}) > 100
+
+
+def test_next_sum_refuses_registers_it_cannot_sum():
+    from amaranth import Module
+    from amaranth.lib import wiring
+    rmap = RegisterMap([Reg("a", 8, "rw", ""), Reg("wide", 40, "rw", ""), Reg("r", 8, "ro", "")])
+    regs = RegisterFile(rmap)
+    m = Module()
+    regs.elaborate(m, csr_signature(rmap.addr_bits).flip().create(), {"r": 0})
+    for other in ("wide", "r"):
+        with pytest.raises(ValueError, match=rf"^next_sum needs two one-word rw registers, not "
+                                             rf"'a' and '{other}'$"):
+            regs.next_sum(m, "a", other)
 
 
 def test_register_fields_place_encode_decode_and_refuse():
