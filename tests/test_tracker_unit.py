@@ -7,7 +7,7 @@ import pytest
 
 from hw.interfaces import ElemType, mem_request_layout, pack
 from hw.params import T3Params
-from hw.testing import reg_read, reg_write, run_testbench, stream_put
+from hw.testing import csr_write, reg_read, reg_write, run_testbench, stream_put
 from sim.blocks.tracker.amaranth_sim import simulate_tracker
 from sim.blocks.tracker.traffic import random_regions, request, ring_step_traffic, tile_traffic
 from tracker.config import CMD, CTRL, STAT_REGISTERS, Region, Status, TrackerParams
@@ -417,6 +417,37 @@ def test_an_access_taken_with_a_region_write_locks_the_region():
     assert seen["status"] == Status.REGION_BUSY == model.status
     assert seen["errors"] == 1 == model.counters["errors"]
     assert seen["occupancy"] == 1 == model.occupancy and seen["tracked"] == 1
+
+
+@pytest.mark.parametrize("after", [1, 2, 3, 4, 5])
+def test_a_region_write_while_its_access_is_in_the_pipeline_is_refused(after):
+    """A threshold-1 access (it fires and opens no tile) is in stages 1-3 for the three cycles
+    after its handshake: a write of its region's base ``after`` cycles after the handshake is
+    refused while it is there and in the cycle after (the lock's term for the stages is a
+    register of the last cycle's: ``region_busy``, one error), and taken from then on."""
+    tparams = TrackerParams(sets=1, ways=1, regions=1)
+    region = Region(0x1000, 0x1000, 1, 1)
+    access = request(PARAMS, region.base, 0b11, ElemType.FP16, 1, 0)
+    dut = Tracker(PARAMS, tparams)
+    seen = {}
+
+    async def bench(ctx):
+        await start_on(ctx, dut, region)
+        await stream_put(ctx, dut.i, pack(mem_request_layout(PARAMS), access))
+        for _ in range(after - 1):
+            await ctx.tick()
+        (addr, word), = dut.regs.word_writes("region0_base", 0x4000)
+        await csr_write(ctx, dut.csr, addr, word)
+        for _ in range(TRIGGER_LATENCY + 2):
+            await ctx.tick()
+        for name in ("status", "errors", "region0_base", "triggers"):
+            seen[name] = await reg_read(ctx, dut.csr, dut.regs, name)
+
+    run_testbench(dut, bench)
+    refused = after <= 4
+    assert seen["triggers"] == 1
+    assert seen["region0_base"] == (region.base if refused else 0x4000)
+    assert (seen["status"], seen["errors"]) == ((Status.REGION_BUSY, 1) if refused else (0, 0))
 
 
 def test_trigger_backpressure_fills_the_queue_then_holds_the_input():
