@@ -369,6 +369,15 @@ class RegisterFile:
                                  Mux(hit[1], cur[0] + data[1], cur[0] + cur[1])))
         return total
 
+    def write_taken(self, name):
+        """One-cycle strobe: the host writes one-word ``rw`` register ``name`` this cycle and
+        the register takes it (not refused by :meth:`lock`): its value next cycle is
+        :meth:`write_data`'s."""
+        reg = self.map[name]
+        if reg.access != "rw" or reg.words != 1:
+            raise ValueError(f"register {name!r} is not a one-word rw register")
+        return self._w_stb[name] & ~self._locked[name]
+
     def write_strobe(self, name):
         """One-cycle strobe: the host writes register ``name`` (any of its words) this cycle
         (for a locked ``rw`` register, whether or not the write is taken)."""
@@ -390,8 +399,9 @@ class RegisterFile:
         return strobe
 
     def write_data(self, name):
-        """The value being written to ``w1c``/``wo`` register ``name`` (valid with its strobe;
-        a ``data.View`` of its fields, if it has fields)."""
+        """The value being written to register ``name`` (valid with its strobe; a
+        ``data.View`` of its fields, if it has fields): a one-word ``rw`` register's next value
+        when :meth:`write_taken`, a ``w1c``/``wo`` register's bits to act on."""
         reg = self.map[name]
         value = self._w_data[:reg.width]
         return data.View(reg.layout, value) if reg.fields else value

@@ -22,10 +22,11 @@ class ArbiterPolicy(wiring.Component):
     Inputs (all for the current cycle): ``policy``, ``threshold``, ``starve_limit`` (registers),
     ``c_valid``, ``m_valid`` (the streams' valid), ``room`` (the MCQ can take a request and the
     tap is ready), ``level`` (MCQ entries), ``drain``; and for the next cycle
-    ``threshold_next``, ``starve_limit_next`` (what the registers will hold, but for a
-    calibration's write), ``threshold_calib`` and ``calib_write`` (the calibration writes
-    ``threshold_calib`` into the threshold now, over ``threshold_next``) and ``dequeue`` (a
-    request leaves the MCQ now: ``level`` next is ``level`` + an issue − ``dequeue``).
+    ``starve_limit_next`` (what the register will hold), ``threshold_host`` and
+    ``threshold_host_write`` (the host writes ``threshold_host`` into the threshold now),
+    ``threshold_calib`` and ``calib_write`` (the calibration writes ``threshold_calib`` into the
+    threshold now; never with the host's write) and ``dequeue`` (a request leaves the MCQ now:
+    ``level`` next is ``level`` + an issue − ``dequeue``).
     Outputs, combinational: ``issue_compute``/``issue_comm`` (at most one, only with
     ``room``), ``forced``, and ``tap_comm``: the stream whose request issues, if one does
     (high for communication), decided without ``room`` and without the threshold's compare.  State: ``starve`` (cycles communication waited with room since it
@@ -38,9 +39,11 @@ class ArbiterPolicy(wiring.Component):
     the starvation counter through the decision into the MCQ's write enable took 15.8 ns).
     ``threshold_init`` is ``threshold``'s value at reset (``below`` starts as ``0 <
     threshold_init``; ``starved`` starts low, as ``starve`` starts at 0).  ``below`` is
-    compared against both next thresholds, the host's and the calibration's, and chosen by
-    ``calib_write`` after the compares: the calibration's decision through the choice of the
-    threshold into the compare was the arbiter's longest path (10.1 ns).
+    compared against each threshold the next cycle may hold (the register's, the host's and the
+    calibration's) and chosen by ``calib_write`` and ``threshold_host_write`` after the
+    compares: the calibration's decision through the choice of the threshold into the compare
+    was the arbiter's longest path (10.1 ns), and the register decoder's address through the
+    host write's choice into it the node's at one placement (10.9 ns).
     """
 
     def __init__(self, aparams: ArbiterParams, threshold_init=None):
@@ -50,7 +53,8 @@ class ArbiterPolicy(wiring.Component):
             "policy": In(2), "threshold": In(level_shape), "starve_limit": In(STARVE_BITS),
             "c_valid": In(1), "m_valid": In(1), "room": In(1), "level": In(level_shape),
             "drain": In(1),
-            "threshold_next": In(level_shape), "starve_limit_next": In(STARVE_BITS),
+            "threshold_host": In(level_shape), "threshold_host_write": In(1),
+            "starve_limit_next": In(STARVE_BITS),
             "threshold_calib": In(level_shape), "calib_write": In(1),
             "dequeue": In(1),
             "issue_compute": Out(1), "issue_comm": Out(1), "forced": Out(1),
@@ -126,7 +130,8 @@ class ArbiterPolicy(wiring.Component):
             return Mux(issued & ~self.dequeue, by[1],
                        Mux(~issued & self.dequeue, by[-1], by[0]))
         m.d.sync += self.below.eq(Mux(self.calib_write, below(self.threshold_calib),
-                                      below(self.threshold_next)))
+                                      Mux(self.threshold_host_write, below(self.threshold_host),
+                                          below(self.threshold))))
         return m
 
 
@@ -404,7 +409,8 @@ class MCArbiter(wiring.Component):
                     m.d.comb += calib_write.eq(1)
         with m.If(calib_write):
             m.d.sync += threshold.eq(chosen_thr)
-        m.d.comb += [core.threshold_next.eq(regs.rw_next(m, "threshold")),
+        m.d.comb += [core.threshold_host.eq(regs.write_data("threshold")),
+                     core.threshold_host_write.eq(regs.write_taken("threshold")),
                      core.threshold_calib.eq(chosen_thr), core.calib_write.eq(calib_write)]
 
         # --- Counters -------------------------------------------------------------------------------
