@@ -530,6 +530,7 @@ class TrackerSpec(Elaboratable):
         depth = len(q)
         stages = st["s1_valid"] + st["s2_valid"] + st["s3_valid"]
         m.d.comb += [Assert(q_level + stages <= depth), Assert(o.valid == (q_level != 0)),
+                     Assert(st["q_room"] == (q_level < depth - 3)),
                      Assert(st["q_tail"] == Mux(q_head + q_level >= depth,
                                                 q_head + q_level - depth, q_head + q_level))]
         with m.If(o.valid):

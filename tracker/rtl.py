@@ -26,10 +26,10 @@ __all__ = ["Tracker", "COUNTER_BITS", "TRIGGER_QUEUE"]
 #: Width of the statistics counters; they saturate at ``2**COUNTER_BITS - 1``.
 COUNTER_BITS = 32
 
-#: Triggers the output queue holds.  The input takes an access only while the queue has room
-#: for a trigger from it and from every access ahead of it in the pipeline (three stages), so
-#: with the queue drained as fast as it fills (one a cycle) the input is never refused: at
-#: least 5 (3 in the pipeline, the access taken, the trigger leaving).
+#: Triggers the output queue holds.  The input takes an access only while the queue holds
+#: fewer than ``TRIGGER_QUEUE - 3``, so that it has room for a trigger from it and from every
+#: access ahead of it in the pipeline (three stages, the access taken among them); with the
+#: queue drained as fast as it fills (one a cycle) the input is never refused: at least 5.
 TRIGGER_QUEUE = 8
 
 
@@ -87,10 +87,10 @@ class Tracker(wiring.Component):
     access that completed the tile, when the trigger queue before it is empty.  ``i.ready``
     depends on registers only.
 
-    Backpressure on ``o`` fills the trigger queue: ``i.ready`` drops while the queue's triggers
-    and the accesses in the pipeline leave no room for a trigger of one more access (the
-    cycles an access so waits at ``i`` count in ``stall_out``), so stage 3 never waits for
-    ``o``.  The access in stage 3 is held, and ``i.ready`` drops, when it opens a new tile in a
+    Backpressure on ``o`` fills the trigger queue: ``i.ready`` drops while the queue holds
+    ``TRIGGER_QUEUE - 3`` triggers or more, which leaves room for a trigger of every access in
+    the pipeline and of one more (the cycles an access so waits at ``i`` count in
+    ``stall_out``), so stage 3 never waits for ``o``.  The access in stage 3 is held, and ``i.ready`` drops, when it opens a new tile in a
     set with no free way (``stall_full``; ``status.set_full`` latches); the accesses behind it
     wait in stages 1 and 2. A held access is neither dropped nor counted twice. Since ways free only
     when a tile completes, and the accesses that complete tiles queue behind the held one, a
@@ -236,14 +236,15 @@ class Tracker(wiring.Component):
         s1_wg_id = Signal(p.wg_id_bits)
         s1_wf_id = Signal(p.wf_id_bits)
         take = self.i.valid & self.i.ready
-        # the trigger queue's room for this access's trigger and those ahead of it (every
-        # valid stage may fire one): from registers.  (Stage 3 waited for ``o``, and through
-        # the pipeline's hold the trigger register's valid reached the enables of every
-        # stage's registers, the table's read and the input slice's head: the node's longest
-        # path at two placements, 11.3-11.9 ns, 9.8-10.1 of it wires.)
+        # the trigger queue's room for this access's trigger and those ahead of it (the three
+        # stages, each of which may fire one), a register: fewer than TRIGGER_QUEUE - 3
+        # queued.  (Stage 3 waited for ``o``, and through the pipeline's hold the trigger
+        # register's valid reached the enables of every stage's registers, the table's read
+        # and the input slice's head: the node's longest path at two placements, 11.3-11.9
+        # ns, 9.8-10.1 of it wires; the room counted from the stages' valids, a sum, into the
+        # slice's head was the next, 11.4 ns.)
         q_level = Signal(range(TRIGGER_QUEUE + 1), name="trig_level")
-        q_room = Signal(name="trig_room")
-        m.d.comb += q_room.eq(q_level + s1_valid + s2_valid + s3_valid < TRIGGER_QUEUE)
+        q_room = Signal(init=1, name="trig_room")
         m.d.comb += [
             self.i.ready.eq(advance & ~flushing & ~settle & q_room),
             rd.addr.eq(req.wg_id[:tp.set_bits]),
@@ -533,7 +534,8 @@ class Tracker(wiring.Component):
                     m.d.sync += q_entries[k].eq(pushed)
         with m.If(pop):
             m.d.sync += q_head.eq(after(q_head))
-        m.d.sync += q_level.eq(q_level + push - pop)
+        m.d.sync += [q_level.eq(q_level + push - pop),
+                     q_room.eq(q_level + push - pop < TRIGGER_QUEUE - 3)]
         # the head on ``o``: the pushed trigger when no other is left in the queue, else the
         # entry after the head when the head leaves, else as it is
         next_head = Array(q_entries)[after(q_head)]
@@ -631,5 +633,5 @@ class Tracker(wiring.Component):
                       if name.startswith(("s1_", "s2_", "s3_")) or name in (
                           "table", "rd", "flushing", "flush_set", "updated", "write", "fwd",
                           "same3", "same_tag3", "fwd_earlier", "advance", "occupancy", "settle", "region_regs",
-                          "take", "q_entries", "q_head", "q_tail", "q_level")}
+                          "take", "q_entries", "q_head", "q_tail", "q_level", "q_room")}
         return m
