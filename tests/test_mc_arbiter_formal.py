@@ -161,6 +161,9 @@ class ArbiterSpec(Elaboratable):
             Assert(level == dut.mcq.level + dut.enq_pending),
             Assert(~dut.enq_pending | dut.mcq.w_rdy),
         ]
+        if dut.mcq_ram == "lut":        # the LUT-RAM queue's readies, registers kept with it
+            m.d.comb += [Assert(dut.mcq.w_rdy == (dut.mcq.level != APARAMS.depth)),
+                         Assert(dut.mcq.r_rdy == (dut.mcq.level != 0))]
         m.d.comb += [
             Assert(core.below == (level < dut.regfile.rw("threshold"))),
             Assert(core.starved == ((core.starve_limit != 0) &
