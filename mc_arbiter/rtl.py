@@ -1,8 +1,11 @@
 """Memory-controller front end: compute and communication streams, the arbitration policy, the
 DRAM command queue (MCQ) (paper section 4.5; ``docs/design.md`` section 7)."""
 
-from amaranth import Const, Module, Mux, Signal, signed
-from amaranth.lib import stream, wiring
+import operator
+from functools import reduce
+
+from amaranth import C, Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.csr import RegisterFile, accumulate, count, csr_signature
@@ -24,9 +27,10 @@ class ArbiterPolicy(wiring.Component):
     tap is ready), ``level`` (MCQ entries), ``drain``; and for the next cycle
     ``starve_limit_next`` (what the register will hold), ``threshold_host`` and
     ``threshold_host_write`` (the host writes ``threshold_host`` into the threshold now),
-    ``threshold_calib`` and ``calib_write`` (the calibration writes ``threshold_calib`` into the
-    threshold now; never with the host's write) and ``dequeue`` (a request leaves the MCQ now:
-    ``level`` next is ``level`` + an issue − ``dequeue``).
+    ``threshold_calib`` (the calibration table's thresholds), ``calib_pick`` (one-hot: the row
+    the calibration chose) and ``calib_write`` (the calibration writes the chosen row's
+    threshold into the threshold now; never with the host's write) and ``dequeue`` (a request
+    leaves the MCQ now: ``level`` next is ``level`` + an issue − ``dequeue``).
     Outputs, combinational: ``issue_compute``/``issue_comm`` (at most one, only with
     ``room``), ``forced``, and ``tap_comm``: the stream whose request issues, if one does
     (high for communication), decided without ``room`` and without the threshold's compare.  State: ``starve`` (cycles communication waited with room since it
@@ -39,15 +43,18 @@ class ArbiterPolicy(wiring.Component):
     the starvation counter through the decision into the MCQ's write enable took 15.8 ns).
     ``threshold_init`` is ``threshold``'s value at reset (``below`` starts as ``0 <
     threshold_init``; ``starved`` starts low, as ``starve`` starts at 0).  ``below`` is
-    compared against each threshold the next cycle may hold (the register's, the host's and the
-    calibration's) and chosen by ``calib_write`` and ``threshold_host_write`` after the
-    compares: the calibration's decision through the choice of the threshold into the compare
-    was the arbiter's longest path (10.1 ns), and the register decoder's address through the
-    host write's choice into it the node's at one placement (10.9 ns).
+    compared against each threshold the next cycle may hold (the register's, the host's and
+    every calibration row's) and chosen by ``calib_write``, ``calib_pick`` and
+    ``threshold_host_write`` after the compares: the calibration's decision through the choice
+    of the threshold into the compare was the arbiter's longest path (10.1 ns), then the
+    calibration's accumulators through the row's choice into it the node's at two placements
+    (11.0 ns), and the register decoder's address through the host write's choice into it the
+    node's at one placement (10.9 ns).
     """
 
     def __init__(self, aparams: ArbiterParams, threshold_init=None):
         level_shape = range(aparams.depth + 1)
+        rows = aparams.calib_rows
         self.threshold_init = aparams.no_limit if threshold_init is None else threshold_init
         super().__init__({
             "policy": In(2), "threshold": In(level_shape), "starve_limit": In(STARVE_BITS),
@@ -55,7 +62,8 @@ class ArbiterPolicy(wiring.Component):
             "drain": In(1),
             "threshold_host": In(level_shape), "threshold_host_write": In(1),
             "starve_limit_next": In(STARVE_BITS),
-            "threshold_calib": In(level_shape), "calib_write": In(1),
+            "threshold_calib": In(data.ArrayLayout(level_shape, rows)),
+            "calib_pick": In(rows), "calib_write": In(1),
             "dequeue": In(1),
             "issue_compute": Out(1), "issue_comm": Out(1), "forced": Out(1),
             "tap_comm": Out(1),
@@ -129,7 +137,9 @@ class ArbiterPolicy(wiring.Component):
             by = {-1: level < thr + 1, 0: level < thr, 1: level + 1 < thr}
             return Mux(issued & ~self.dequeue, by[1],
                        Mux(~issued & self.dequeue, by[-1], by[0]))
-        m.d.sync += self.below.eq(Mux(self.calib_write, below(self.threshold_calib),
+        calibrated = Cat(self.calib_pick[k] & below(self.threshold_calib[k])
+                         for k in range(len(self.calib_pick))).any()
+        m.d.sync += self.below.eq(Mux(self.calib_write, calibrated,
                                       Mux(self.threshold_host_write, below(self.threshold_host),
                                           below(self.threshold))))
         return m
@@ -382,6 +392,13 @@ class MCArbiter(wiring.Component):
         # count: the 32-bit count's zero test, into the threshold's write and the threshold
         # flag's compare, was the arbiter's longest path alone (11.0 ns)
         ran = Signal()
+        pick = Signal(rows)
+        negative = Cat(*(acc < 0 for acc in below), C(1, 1))
+        m.d.comb += pick.eq(negative & ~(negative - 1))     # the lowest row set
+        row_thr = [regs.rw(f"calib{k}_threshold") for k in range(rows)]
+        chosen_thr = Signal(len(row_thr[0]))
+        m.d.comb += chosen_thr.eq(reduce(operator.or_, [Mux(pick[k], row_thr[k], 0)
+                                                        for k in range(rows)]))
         with m.If(self.calib_start):
             m.d.sync += [calibrating.eq(1), run_sum.eq(0), run_cycles.eq(0), ran.eq(0)]
             m.d.sync += [acc.eq(0) for acc in below]
@@ -395,12 +412,8 @@ class MCArbiter(wiring.Component):
             with m.If(~self.calib_start):
                 m.d.sync += calibrating.eq(0)
             m.d.sync += [calib_sum.eq(run_sum), calib_cycles.eq(run_cycles)]
-            # first row whose bound exceeds the mean; the last row catches the rest.  An empty
-            # window leaves the threshold alone.
-            chosen_thr = regs.rw(f"calib{rows - 1}_threshold")
-            for index in reversed(range(rows - 1)):
-                chosen_thr = Mux(below[index] < 0, regs.rw(f"calib{index}_threshold"),
-                                 chosen_thr)
+            # first row whose bound exceeds the mean; the last row catches the rest (one-hot,
+            # ``pick``).  An empty window leaves the threshold alone.
             # a host write to threshold in the same cycle wins; the lost result is reported
             with m.If(auto_threshold & ran):
                 with m.If(regs.write_strobe("threshold")):
@@ -411,7 +424,8 @@ class MCArbiter(wiring.Component):
             m.d.sync += threshold.eq(chosen_thr)
         m.d.comb += [core.threshold_host.eq(regs.write_data("threshold")),
                      core.threshold_host_write.eq(regs.write_taken("threshold")),
-                     core.threshold_calib.eq(chosen_thr), core.calib_write.eq(calib_write)]
+                     *(core.threshold_calib[k].eq(row_thr[k]) for k in range(rows)),
+                     core.calib_pick.eq(pick), core.calib_write.eq(calib_write)]
 
         # --- Counters -------------------------------------------------------------------------------
         for name, event in (("compute_issues", issue_compute), ("comm_issues", issue_comm),

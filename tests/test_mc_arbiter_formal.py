@@ -60,13 +60,20 @@ class PolicySpec(Elaboratable):
         depth = APARAMS.depth
         # the threshold register and its writers
         threshold = Signal(len(core.threshold), init=core.threshold_init)
-        host, calib = AnySeq(len(threshold)), AnySeq(len(threshold))
+        host = AnySeq(len(threshold))
+        rows = [AnySeq(len(threshold)) for _ in range(APARAMS.calib_rows)]
+        pick = AnySeq(APARAMS.calib_rows)     # the row the calibration chose: one-hot
+        calib = Signal.like(threshold)
+        m.d.comb += calib.eq(sum(Mux(pick[k], rows[k], 0) for k in range(len(rows))))
         host_write, calib_write = AnySeq(1), AnySeq(1)
         m.d.comb += [core.threshold.eq(threshold), core.threshold_host.eq(host),
-                     core.threshold_host_write.eq(host_write), core.threshold_calib.eq(calib),
+                     core.threshold_host_write.eq(host_write), core.calib_pick.eq(pick),
+                     *(core.threshold_calib[k].eq(rows[k]) for k in range(len(rows))),
                      core.calib_write.eq(calib_write),
-                     Assume(~(host_write & calib_write)),
-                     Assume(~host_write | (host <= depth)), Assume(~calib_write | (calib <= depth))]
+                     Assume(~(host_write & calib_write)), Assume(~host_write | (host <= depth)),
+                     Assume(~calib_write | ((pick != 0) & ((pick & (pick - 1)) == 0))),
+                     *(Assume(~calib_write | ~pick[k] | (rows[k] <= depth))
+                       for k in range(len(rows)))]
         with m.If(calib_write):
             m.d.sync += threshold.eq(calib)
         with m.Elif(host_write):
