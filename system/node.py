@@ -200,7 +200,9 @@ class GPUNode(wiring.Component):
         map is in ``docs/system.md`` (:func:`system.node.register_address`).
         Every block's register bus starts from registers of its own (a registered
         :class:`hw.axil.CSRDecoder`): a write acts 2 cycles after its ``AW``/``W`` handshake,
-        and a read is answered 3 cycles after its ``AR``.
+        and a read is answered 4 cycles after its ``AR`` (the DMA's registers take two
+        cycles to read, :attr:`hw.csr.RegisterMap.read_latency`; every block's answer waits
+        for the longest).
     ext : Out(csr_signature(ext_addr_bits))
         The register bus of the ``gpu`` window (its first ``2 ** ext_addr_bits`` words), for
         the GPU side; reads as zero when nothing is connected.  Registered like the blocks'
@@ -239,8 +241,8 @@ class GPUNode(wiring.Component):
         # registered: each block's register bus starts from registers by the block (the bus
         # spans the node; the write decode behind its wires was the node's slowest path)
         self.decoder = CSRDecoder(WINDOW_BITS, [
-            (name, self.block_regs[name].addr_bits if name in self.block_regs else
-             ext_addr_bits if name == "gpu" else 1)
+            (name, self.block_regs[name].addr_bits, self.block_regs[name].read_latency)
+            if name in self.block_regs else (name, ext_addr_bits if name == "gpu" else 1)
             for name in BLOCK_ORDER], registered=True)
         self.cfg_addr_bits = self.decoder.addr_bits + 2
         assert self.cfg_addr_bits == CFG_ADDR_BITS

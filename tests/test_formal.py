@@ -117,7 +117,8 @@ class AXILiteSpec(Elaboratable):
     """Any host obeying AXI (a valid holds until ready): the register bus is written only in
     a cycle where both the address and the data are taken, with that address and data; every
     write gets exactly one ``B``, every read one ``R``, none unasked; one transaction at a
-    time.  With either read latency of the register bus (2: the node's registered decoder)."""
+    time.  With any read latency of the register bus (3: the node's, its registered decoder
+    in front of the DMA's two-cycle reads)."""
 
     def __init__(self, read_latency=1):
         self.read_latency = read_latency
@@ -776,6 +777,7 @@ PROOFS = {
     "link": (LinkSpec, "bmc", 8, 10),
     "axil": (AXILiteSpec, "bmc", 7, 8),
     "axil_latency2": (lambda: AXILiteSpec(read_latency=2), "bmc", 7, 8),
+    "axil_latency3": (lambda: AXILiteSpec(read_latency=3), "bmc", 8, 9),
     "nmc": (NMCSpec, "bmc", 11, 13),
     "dma_send": (DMASendSpec, "bmc", 9, 12),
     "dma_receive": (DMAReceiveSpec, "bmc", 6, 7),
