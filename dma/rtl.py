@@ -392,10 +392,18 @@ class DMAEngine(wiring.Component):
         # lower granularity): such a write is refused and latches status.cmd_busy.
         cmd_fields = ("mode", "src_base", "dst_base", "rows", "cols", "ld", "tile_rows",
                       "tile_cols")
+        # The head's term is TAKE's condition without its ``~forget_blocks``: a lock acts only
+        # in a cycle the host writes a command's word, when it writes no ``cmd`` (one word a
+        # cycle), so the two agree whenever it matters; with the term, a write's decode
+        # reached the enables through the forget strobe and TAKE's ready (the DMA's write
+        # decode in a node, 10.7 ns)
+        could_take = Signal()
+        m.d.comb += could_take.eq(dispatch.ongoing("TAKE") & trig_head.o.valid & enable &
+                                  ~table_fresh)
         refused = []
         for c in range(n):
             busy = (held[c] != 0) | (~dispatch.ongoing("TAKE") & (c_idx == c)) | \
-                (trig_head.o.ready & (head.region == c))
+                (could_take & (head.region == c))
             refused.append(regs.lock(m, [f"cmd{c}_{f}" for f in cmd_fields], busy))
         m.d.comb += ev["cmd_busy"].eq(Cat(*refused).any())
 
