@@ -92,7 +92,8 @@ class DMAEngine(wiring.Component):
         where payload was due starts the next packet; ``status.rx_open`` is high while a
         packet is incomplete (``docs/dma.md``).
     csr : In(csr_signature(...))
-        Register file (:func:`dma.config.dma_registers`).  A command's registers are locked
+        Register file (:func:`dma.config.dma_registers`), read in two cycles (its map's
+        ``read_latency``; writes act at the next edge).  A command's registers are locked
         while it holds tiles of an incomplete block or dispatches a trigger (a write is ignored,
         ``status.cmd_busy``); ``cmd.forget`` releases them.
     window : Out(:func:`dma.config.window_layout`) × ``remote_windows``
