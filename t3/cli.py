@@ -344,6 +344,7 @@ def cmd_export(args):
 
 def cmd_synth(args):
     import json
+    from concurrent.futures import ThreadPoolExecutor
     from hw.pnr import TARGETS, DoesNotFit, TimedOut, place_and_route
     top_name, _, build = BLOCKS[args.block]
     component = build(args)
@@ -351,18 +352,25 @@ def cmd_synth(args):
     print(f"T3 synth: {top_name} on {TARGETS[args.target].device}, {how}, asking "
           f"{args.freq:g} MHz (Yosys + nextpnr; a block takes seconds to minutes, the node "
           f"tens of minutes)", flush=True)
-    # several seeds: each placed and routed in turn, the slowest one's figures reported (a
+    # several seeds: each placed and routed (in turn, or --jobs at once), the slowest one's
+    # figures reported (a
     # design's Fmax moves with its placement: the node's by up to 10 MHz, docs/fpga.md)
     results = {}
+
+    def place(seed):
+        return place_and_route(component, top_name, args.target, args.freq, seed,
+                               timeout_s=args.timeout)
     try:
-        for seed in args.seed:
-            result = results[seed] = place_and_route(component, top_name, args.target,
-                                                     args.freq, seed, timeout_s=args.timeout)
-            if len(args.seed) > 1:
-                fmax = ", ".join(f"{clock} {achieved:.1f} MHz"
-                                 for clock, (achieved, _) in result.fmax.items())
-                print(f"{top_name}.{args.target}.seed{seed}: {fmax} ({result.path_ns:.2f} ns "
-                      f"path; {result.seconds:.0f} s)", flush=True)
+        # --jobs seeds at once, each its own Yosys and nextpnr (a core each); their lines in
+        # seed order
+        with ThreadPoolExecutor(max_workers=min(args.jobs, len(args.seed))) as pool:
+            for seed, result in zip(args.seed, pool.map(place, args.seed)):
+                results[seed] = result
+                if len(args.seed) > 1:
+                    fmax = ", ".join(f"{clock} {achieved:.1f} MHz"
+                                     for clock, (achieved, _) in result.fmax.items())
+                    print(f"{top_name}.{args.target}.seed{seed}: {fmax} ({result.path_ns:.2f} "
+                          f"ns path; {result.seconds:.0f} s)", flush=True)
     except (DoesNotFit, TimedOut) as error:
         print(f"t3: error: {error}", file=sys.stderr)
         return 1
@@ -1023,6 +1031,9 @@ def build_parser():
         if several:
             p.add_argument("--seed", type=_seeds_arg, default=(1,), metavar="N[,N...]",
                            help="nextpnr's seed, or several: each placed, the slowest reported")
+            p.add_argument("--jobs", type=_int_arg(1, 16), default=1, metavar="N",
+                           help="seeds placed at once, each its own Yosys and nextpnr and a "
+                                "core (default 1; the node's take about 40 minutes each)")
         else:
             p.add_argument("--seed", type=_int_arg(1), default=1, help="nextpnr's seed")
         p.add_argument("--json", metavar="FILE", type=_output_arg(".json"),

@@ -383,6 +383,37 @@ def test_synth_over_several_seeds_reports_the_slowest(monkeypatch, capsys, tmp_p
         {"1": 80.0, "2": 76.5, "3": 78.0}
 
 
+def test_synth_places_seeds_at_once_with_jobs(monkeypatch, capsys):
+    """``--jobs 2``: two seeds' place and route run at the same time (the stub of each waits
+    at a barrier for the other: one at a time, it breaks), the lines still in seed order and
+    the slowest reported; ``--jobs 0`` is refused in one line."""
+    import threading
+    from hw.pnr import PnrResult
+    fmax = {1: 80.0, 2: 76.5, 3: 78.0}
+    barrier = threading.Barrier(2, timeout=20)
+
+    def place_and_route(component, top, target, freq, seed, timeout_s=3600):
+        from amaranth.hdl import Fragment
+        from hw.pnr import _ELABORATING
+        with _ELABORATING:                  # elaborated one at a time, as the real flow does
+            Fragment.get(component, None)
+        if seed in (1, 2):
+            barrier.wait()
+        return PnrResult(target, top, {"clk": (fmax[seed], freq)}, {"TRELLIS_FF": (10, 100)},
+                         "a.Q", "b.D", 1000 / fmax[seed], 3, 5.0)
+    monkeypatch.setattr("hw.pnr.place_and_route", place_and_route)
+    assert main(["synth", "ecp5", "mc_arbiter", "--seed", "1,2,3", "--jobs", "2"]) == 0
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if ".seed" in line and "MHz" in line]
+    assert [line.split(":")[0] for line in lines] == \
+        [f"t3_mc_arbiter.ecp5.seed{k}" for k in (1, 2, 3)]
+    assert "t3_mc_arbiter.ecp5.seeds: 3 (the figures above are seed 2's, the slowest)" in out
+    with pytest.raises(SystemExit) as exit_info:
+        main(["synth", "ecp5", "tracker", "--jobs", "0"])
+    assert exit_info.value.code == 2
+    assert "argument --jobs: must be an integer from 1 to 16, not 0" in capsys.readouterr().err
+
+
 def test_synth_says_in_one_line_when_a_tool_runs_out_of_time(capsys):
     """The tool is really started and really stopped: Yosys given a millisecond (its
     WebAssembly start alone takes longer) raises TimedOut; the command says so in one line."""
