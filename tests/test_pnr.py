@@ -107,7 +107,7 @@ def test_block_fmax_stays_above_its_floor(block, t3_options):
     from benchmarks.fpga import build
     if block not in QUICK and not t3_options.soak:
         # not a missing tool: the run is long; --soak places every block and the node
-        pytest.skip(f"{block}: place and route takes minutes (the node about 10); run with "
+        pytest.skip(f"{block}: place and route takes minutes (the node about 40); run with "
                     f"--soak")
     component, top = build(block)
     result = place_and_route(component, top, "ecp5", freq_mhz=100)
