@@ -353,8 +353,8 @@ def cmd_synth(args):
           f"{args.freq:g} MHz (Yosys + nextpnr; a block takes seconds to minutes, the node "
           f"tens of minutes)", flush=True)
     # several seeds: each placed and routed (in turn, or --jobs at once), the slowest one's
-    # figures reported (a
-    # design's Fmax moves with its placement: the node's by up to 10 MHz, docs/fpga.md)
+    # figures reported (a design's Fmax moves with its placement: the node's by up to 10 MHz,
+    # docs/fpga.md)
     results = {}
 
     def place(seed):
