@@ -1032,8 +1032,9 @@ def build_parser():
             p.add_argument("--seed", type=_seeds_arg, default=(1,), metavar="N[,N...]",
                            help="nextpnr's seed, or several: each placed, the slowest reported")
             p.add_argument("--jobs", type=_int_arg(1, 16), default=1, metavar="N",
-                           help="seeds placed at once, each its own Yosys and nextpnr and a "
-                                "core (default 1; the node's take about 40 minutes each)")
+                           help="seeds placed at once, 1 to 16, each its own Yosys and "
+                                "nextpnr and a core (default 1; the node's take about 40 "
+                                "minutes each)")
         else:
             p.add_argument("--seed", type=_int_arg(1), default=1, help="nextpnr's seed")
         p.add_argument("--json", metavar="FILE", type=_output_arg(".json"),
