@@ -158,8 +158,11 @@ class Combiner(wiring.Component):
         take = Signal()
         m.d.comb += [
             take.eq(self.remote.valid & rem_ok & can_take),
-            self.remote.ready.eq(~rem_ok | can_take),
-            self.events.remote_range.eq(self.remote.valid & ~rem_ok),
+            # a store to drop waits for room as one to keep does: the ready, and with it the
+            # enables of the remote slice's head registers, from registers alone (the window
+            # compare into them was 32 of a node's failing paths at 100 MHz)
+            self.remote.ready.eq(can_take),
+            self.events.remote_range.eq(self.remote.valid & ~rem_ok & can_take),
             rem_q.w_en.eq(take),
             rem_q.w_data.eq(Cat(rem.data, rem.mask)),
             run_q.w_data.eq(run),

@@ -206,3 +206,19 @@ def test_a_run_held_past_its_flush_closes_when_there_is_room(hold):
     runs, taken_at, _, hdr_at, _ = run(DP, [w], stores, hdr_from=hold)
     assert taken_at == list(range(5)) and [len(b) for _, b in runs] == [1] * 5
     assert hdr_at == list(range(hold, hold + 5))
+
+
+@pytest.mark.parametrize("hold", [12, 20])
+def test_a_store_to_drop_waits_for_room_as_one_to_keep(hold):
+    """``remote.ready`` is the queues' room alone (a register's, not the window compare's):
+    with the run queue full (four headers) and a fifth run open, a store in no window is not
+    taken until the queue has room again -- as a store in the window would not be -- and its
+    ``remote_range`` event is raised once, in the cycle it is taken."""
+    w = RemoteWindow(0x1000, 0x1000, 3, 0x8000)
+    stores = [dict(s, wg_id=i) for i, s in enumerate(_stream(w, 5))]
+    stores.append(dict(stores[0], addr=w.src_base + w.size))    # just past the window
+    runs, taken_at, dropped_at, hdr_at, _ = run(DP, [w], stores, hdr_from=hold)
+    assert taken_at[:5] == list(range(5)) and [len(b) for _, b in runs] == [1] * 5
+    # the queue has room from the cycle after the first header leaves (cycle ``hold``)
+    assert taken_at[5] == hold + 1, taken_at
+    assert dropped_at == [taken_at[5]]

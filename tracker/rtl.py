@@ -467,7 +467,10 @@ class Tracker(wiring.Component):
         hit_earlier = (match & earlier).any()
         # ``start < s1_addr``, for stage 2's next access (``fwd_earlier``): each way's start and
         # stage 3's compared with it from registers, chosen as ``start`` is
-        s3_start_below = s3_start < s1_addr
+        # (both candidates compared in parallel and the compare chosen after, as the start is:
+        # the start's select fanned out to every bit ahead of the carry chain, then the ways'
+        # choice, was a node's path into ``fwd_earlier``, 11.8 ns)
+        s3_start_below = Mux(s3_earlier, s3_hit_start < s1_addr, s3_addr < s1_addr)
         start_below = reduce(operator.or_, [
             match[w] & Mux(fwd[w], s3_start_below, s2_row[w].start < s1_addr)
             for w in range(ways)])
