@@ -68,7 +68,10 @@ class DMAEngine(wiring.Component):
         combining: consecutive stores to consecutive addresses with the same attributes share
         one packet of up to ``remote_burst`` beats; a packet leaves when the run breaks, is
         full, or no store has come for ``remote_flush`` cycles.  A ``READ`` or an address
-        outside the window is taken and dropped with ``status.remote_range``.
+        outside the window is taken and dropped with ``status.remote_range``.  The port is a
+        register slice (``remote.ready`` a register; :class:`dma.combiner.Combiner`): a store
+        enters the combining the cycle after it is taken at the earliest, and none in the
+        cycle after a window's base or size is written.
     mem : Out(stream.Signature(memory request))
         Communication-stream requests into the memory controller: the tiles' beat ``READ``\\ s
         (``source = DMA``, ``tag`` = read sequence number) and the received packets'
@@ -435,6 +438,12 @@ class DMAEngine(wiring.Component):
                          comb.windows[k].end.eq(r_end),
                          comb.windows[k].dst_gpu.eq(regs.rw(reg["dst_gpu"])),
                          comb.windows[k].dst_base.eq(regs.rw(reg["dst_base"]))]
+        # the combiner decides on the head from verdicts made a cycle ahead against the
+        # windows: a cycle after a window's base or size is written it takes nothing while
+        # they are made again (dma.combiner)
+        m.d.sync += comb.windows_written.eq(Cat(*(
+            regs.write_strobe(remote_register(k, f))
+            for k in range(dp.remote_windows) for f in ("base", "size"))).any())
         m.d.comb += [comb.gpu_id.eq(gpu_id), ev["remote_range"].eq(comb.events.remote_range)]
         tx_rem_beat = Signal()
         count(m, cnt["remote_sent"], tx_rem_beat, clear_counters)

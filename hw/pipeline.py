@@ -84,9 +84,19 @@ class SkidBuffer(wiring.Component):
     ``o.valid`` is low).  With ``o.ready`` held high, one beat passes per cycle.  Beats leave
     in the order they came; none is dropped or duplicated (it is a two-entry FIFO:
     :class:`collections.deque` is its model in ``tests/test_pipeline.py``, for each form).
+
+    Lookahead (``ahead``, with ``registered_out``): ``ahead = (shape, fn)`` adds ``o_ahead``, a
+    register of ``shape`` that holds ``fn`` of the head's registered fields as of this cycle,
+    computed in the cycle before.  ``fn(fields)`` (``fields``: a dict of the registered
+    fields' values) is called three times, on the beat that can become the head (the input's
+    and the skid's) and on the head itself, and the slice registers the one the head loads
+    (the choice after ``fn``, by the count and ``o.ready``).  ``fn`` sees the state of the
+    cycle it runs in, so a consumer whose own state changes as the head leaves folds that
+    change in (from its registers, chosen by its ready at the end): its decision on the head
+    then starts at a register, not at the head's fields and a compare.
     """
 
-    def __init__(self, shape, *, registered_out=False):
+    def __init__(self, shape, *, registered_out=False, ahead=None):
         if registered_out is True or registered_out is False:
             self.registered_out = registered_out
         else:
@@ -99,7 +109,14 @@ class SkidBuffer(wiring.Component):
                 raise ValueError(f"registered_out must name fields of the payload "
                                  f"({', '.join(fields)}), not {names!r}")
             self.registered_out = names
+        if ahead is not None and registered_out is False:
+            raise ValueError("ahead needs registered_out: fn reads the head's registers")
+        if ahead is not None and getattr(shape, "members", None) is None:
+            raise TypeError(f"ahead passes fn the payload's fields, but {shape!r} has none")
+        self.ahead = ahead
         super().__init__({"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))})
+        if ahead is not None:
+            self.o_ahead = Signal(ahead[0], name="o_ahead")
 
     def elaborate(self, platform):
         m = Module()
@@ -151,6 +168,24 @@ class SkidBuffer(wiring.Component):
             # else the input's (a beat if i.valid, else nothing: the count says)
             with m.If((count == 0) | give):
                 m.d.sync += head.eq(Mux(count == 2, skid, i_part))
+            if self.ahead is not None:
+                layout = self.i.payload.shape()
+
+                def fields(bits):
+                    if self.registered_out is True:     # the whole payload, by its layout
+                        return {name: bits[f.offset:f.offset + f.width] for name, f in layout}
+                    out, offset = {}, 0
+                    for name, (_, o) in zip(self.registered_out, parts):
+                        out[name] = bits[offset:offset + len(o)]
+                        offset += len(o)
+                    return out
+                shape, fn = self.ahead
+                of_input, of_skid, of_head = (Value.cast(fn(fields(bits)))
+                                              for bits in (i_part, skid, head))
+                with m.If((count == 0) | give):
+                    m.d.sync += self.o_ahead.eq(Mux(count == 2, of_skid, of_input))
+                with m.Else():
+                    m.d.sync += self.o_ahead.eq(of_head)
         return m
 
 

@@ -342,16 +342,12 @@ class GPUNode(wiring.Component):
         else:                                   # nothing to write back: done at once
             m.d.sync += self.l2_flushed.eq(self.l2_flush)
         count(m, cnt["remote_out"], compute_in.o.valid & to_remote & egress.w_rdy, 0)
-        # the egress queue's block-RAM output and the DMA's write-combining check into its run
-        # queue were one path (the node placed at 45 MHz); the fields the combiner compares with
-        # the windows and the open run come from the head's register (its ready: the window
-        # compare's verdict and its queues' room), the data and the mask it only stores from
-        # the ring
-        m.submodules.remote_out = remote_out = SkidBuffer(
-            layout, registered_out=("addr", "op", "etype", "tracked", "wg_id", "wf_id"))
-        m.d.comb += [remote_out.i.valid.eq(egress.r_rdy), remote_out.i.payload.eq(egress.r_data),
-                     egress.r_en.eq(remote_out.i.ready)]
-        connect(m, remote_out.o, dma.remote)
+        # the egress queue's read register straight into the DMA's remote port: the port is
+        # the combiner's register slice (its head's fields and its verdicts on the head made
+        # a cycle ahead, dma.combiner; the egress queue's block-RAM output and the DMA's
+        # write-combining check into its run queue were one path, the node placed at 45 MHz)
+        m.d.comb += [dma.remote.valid.eq(egress.r_rdy), dma.remote.payload.eq(egress.r_data),
+                     egress.r_en.eq(dma.remote.ready)]
 
         # --- memory controller, Tracker, DMA --------------------------------------------------
         # the DMA's request choice and the arbiter's policy, and the arbiter's enqueue and the

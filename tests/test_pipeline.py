@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from amaranth import Module, Value
+from amaranth import Module, Signal, Value
 from amaranth.lib import data
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 
@@ -84,6 +84,51 @@ def test_skid_buffer_refuses_fields_it_does_not_have():
         SkidBuffer(FIELDS, registered_out=("mid",))
     with pytest.raises(TypeError, match=r"^registered_out names fields, but 16 has none$"):
         SkidBuffer(16, registered_out=("low",))
+
+
+@pytest.mark.parametrize("registered_out", [True, ("low",)],
+                         ids=["registered", "one-field-registered"])
+@pytest.mark.parametrize("valid_p,ready_p", [(0.5, 0.5), (0.9, 0.3), (1, 1)])
+def test_skid_buffer_ahead_is_fn_of_the_head_against_last_cycles_state(valid_p, ready_p,
+                                                                       registered_out):
+    """``ahead``: whenever ``o.valid``, ``o_ahead`` is ``fn`` of the head's field as ``fn``
+    saw it in the cycle before -- here ``low`` plus a counter that moves every cycle, so a
+    value made in any other cycle, or of another beat, differs."""
+    top = Module()
+    step = Signal(5)
+    top.d.sync += step.eq(step + 3)
+    dut = SkidBuffer(FIELDS, registered_out=registered_out,
+                     ahead=(5, lambda f: (f["low"] + step)[:5]))
+    top.submodules.dut = dut
+    rng = random.Random(int(valid_p * 10 + ready_p * 100))
+    checked = []
+
+    async def bench(ctx):
+        value = 0
+        for cycle in range(500):
+            ctx.set(dut.i.valid, rng.random() < valid_p)
+            ctx.set(Value.cast(dut.i.payload), value)
+            ctx.set(dut.o.ready, rng.random() < ready_p)
+            if ctx.get(dut.o.valid):
+                low = ctx.get(dut.o.payload.low)
+                # the counter one cycle back (it moves by 3 a cycle)
+                assert ctx.get(dut.o_ahead) == (low + ctx.get(step) - 3) % 32, cycle
+                checked.append(cycle)
+            if ctx.get(dut.i.valid) and ctx.get(dut.i.ready):
+                value = (value + 7) & 0xFFFF
+            await ctx.tick()
+
+    run_testbench(top, bench)
+    assert len(checked) > 100
+
+
+def test_skid_buffer_refuses_ahead_without_its_registers():
+    with pytest.raises(ValueError, match=r"^ahead needs registered_out: fn reads the head's "
+                                         r"registers$"):
+        SkidBuffer(FIELDS, ahead=(1, lambda f: f["low"][0]))
+    with pytest.raises(TypeError, match=r"^ahead passes fn the payload's fields, but 16 has "
+                                        r"none$"):
+        SkidBuffer(16, registered_out=True, ahead=(1, lambda f: 0))
 
 
 def run_bypass_fifo(depth, w_p, r_p, cycles=800, seed=1, dut_cls=BypassFIFO, ref_cls=SyncFIFO):
