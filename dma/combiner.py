@@ -131,6 +131,7 @@ class Combiner(wiring.Component):
         # run.beats < RB, a register kept with run.beats (the length compare was the start of
         # the node's critical path, 15.5 ns, into the run queue's enqueue)
         run_room = Signal(init=1)
+        run_room2 = Signal(init=RB > 2)     # run.beats + 1 < RB: room after one more store
         # a store that opens a new run while one is open must also queue the old run's header;
         # one that continues the run need not, but waits for room too, so that the store
         # queue's write enable does not hang on the run compare (an address and five fields:
@@ -139,7 +140,7 @@ class Combiner(wiring.Component):
         can_take = rem_q.w_rdy & (~run_open | run_q.w_rdy)
         leave = Signal()        # the head leaves: taken into the combining, or dropped
         take = Signal()         # ... taken
-        verdict = data.StructLayout({"ok": 1, "win": range(K), "cont": 1})
+        verdict = data.StructLayout({"ok": 1, "win": range(K), "cont": 1, "next": A})
 
         # The input slice (hw.pipeline.SkidBuffer): the fields compared come from its head's
         # registers, and the verdicts on the head -- in a window and which (``ok``, ``win``),
@@ -166,13 +167,12 @@ class Combiner(wiring.Component):
                     out = out & (c[f] == Value.cast(ref[f]))
                 return out & (win == ref_win) if K > 1 else out
             # taken now: the run is the head's (continued or opened by it) ...
-            after_take = same((rem.addr + beat)[:A], rem, ahead.win) & \
-                Mux(ahead.cont, run.beats + 1 < RB, 1 < RB)
+            after_take = same(ahead.next, rem, ahead.win) & Mux(ahead.cont, run_room2, 1 < RB)
             # ... else the run as it is, unless its flush closes it now
             kept = run_open & run_room & ~((idle + 1 >= dp.remote_flush) & run_q.w_rdy)
             as_is = kept & same(run_next, run, run_win)
             return Cat(hits.any() & (c["op"] != Op.READ), win[:verdict["win"].width],
-                       Mux(take, after_take, as_is))
+                       Mux(take, after_take, as_is), (c["addr"] + beat)[:A])
 
         fields = ("addr", "op", "etype", "tracked", "wg_id", "wf_id")
         m.submodules.slice = sl = SkidBuffer(mem_request_layout(p), registered_out=fields,
@@ -210,14 +210,14 @@ class Combiner(wiring.Component):
             run_q.w_data.eq(run),
         ]
         with m.If(take):
-            m.d.sync += [idle.eq(0), run_next.eq(rem.addr + beat)]
+            m.d.sync += [idle.eq(0), run_next.eq(ahead.next)]
             with m.If(ahead.cont):
                 m.d.sync += [run.beats.eq(run.beats + 1), run.seg_beats.eq(run.beats + 1),
-                             run_room.eq(run.beats + 1 < RB)]
+                             run_room.eq(run_room2), run_room2.eq(run.beats + 2 < RB)]
             with m.Else():
                 m.d.comb += run_q.w_en.eq(run_open)
                 m.d.sync += [run.eq(fresh), run_open.eq(1), run_room.eq(1 < RB),
-                             run_win.eq(ahead.win)]
+                             run_room2.eq(2 < RB), run_win.eq(ahead.win)]
         with m.Elif(run_open):
             # a run never grows past RB beats: not run_room is run.beats == RB
             with m.If(((idle + 1 >= dp.remote_flush) | ~run_room) & run_q.w_rdy):
