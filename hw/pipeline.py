@@ -123,8 +123,16 @@ class SkidBuffer(wiring.Component):
         count = Signal(range(3))
         take = self.i.valid & self.i.ready
         give = self.o.valid & self.o.ready
-        m.d.comb += [self.i.ready.eq(count != 2), self.o.valid.eq(count != 0)]
-        m.d.sync += count.eq(count + take - give)
+        # the handshakes are flip-flops of their own, kept with the count (decoded from the
+        # count, each was a LUT and a net more at the start of the consumer's and the
+        # producer's decisions: the arbiter's policy from the compute port's count, the MCQ's
+        # readies from the NMC unit's slice, 10.6-11.6 ns in a node)
+        count_next = Signal(range(3))
+        i_ready, o_valid = Signal(init=1, name="i_ready"), Signal(name="o_valid")
+        m.d.comb += [count_next.eq(count + take - give),
+                     self.i.ready.eq(i_ready), self.o.valid.eq(o_valid)]
+        m.d.sync += [count.eq(count_next), i_ready.eq(count_next != 2),
+                     o_valid.eq(count_next != 0)]
 
         if self.registered_out is not True:
             # the ring: the entry to be written next is free whenever there is room, so it
@@ -166,8 +174,8 @@ class SkidBuffer(wiring.Component):
                 m.d.sync += skid.eq(i_part)
             # the head loads whenever it is empty or leaves: the skid's beat if it holds one,
             # else the input's (a beat if i.valid, else nothing: the count says)
-            with m.If((count == 0) | give):
-                m.d.sync += head.eq(Mux(count == 2, skid, i_part))
+            with m.If(~o_valid | give):
+                m.d.sync += head.eq(Mux(~i_ready, skid, i_part))
             if self.ahead is not None:
                 layout = self.i.payload.shape()
 
@@ -182,8 +190,8 @@ class SkidBuffer(wiring.Component):
                 shape, fn = self.ahead
                 of_input, of_skid, of_head = (Value.cast(fn(fields(bits)))
                                               for bits in (i_part, skid, head))
-                with m.If((count == 0) | give):
-                    m.d.sync += self.o_ahead.eq(Mux(count == 2, of_skid, of_input))
+                with m.If(~o_valid | give):
+                    m.d.sync += self.o_ahead.eq(Mux(~i_ready, of_skid, of_input))
                 with m.Else():
                     m.d.sync += self.o_ahead.eq(of_head)
         return m
@@ -472,7 +480,14 @@ class WriteAheadSyncFIFO(Elaboratable, FIFOInterface):
         w_rdy = Signal(init=1, name="w_rdy_r")
         r_rdy = Signal(name="r_rdy_r")
         level_next = self.level + do_write - do_read
-        m.d.sync += [w_rdy.eq(level_next != self.depth), r_rdy.eq(level_next != 0)]
+        # each the level's compare for every way it can move, from registers, chosen by this
+        # cycle's write and read (the far reader's ready through the level's adder into the
+        # readies was a node's path, 11.5 ns: now it reaches a 2:1 select)
+        up, down = do_write & ~do_read, do_read & ~do_write
+        m.d.sync += [
+            w_rdy.eq(Mux(up, self.level != self.depth - 1, Mux(down, 1, w_rdy))),
+            r_rdy.eq(Mux(up, 1, Mux(down, self.level != 1, r_rdy))),
+        ]
         m.d.comb += [
             self.w_rdy.eq(w_rdy),
             self.r_rdy.eq(r_rdy),
