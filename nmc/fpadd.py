@@ -89,8 +89,7 @@ def leading_zeros(m, value):
                          count.eq(Mux(z_hi, Cat(c_lo, C(1, 1)), Cat(c_hi, C(0, 1))))]
             up.append((zero, count))
         nodes = up
-    count = nodes[0][1]
-    return Mux(value == 0, width, count)
+    return nodes[0][1]
 
 
 class FPAdd(Elaboratable):
