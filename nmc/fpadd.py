@@ -58,8 +58,10 @@ def float_layout(fmt: FloatFormat):
     })
 
 
-def leading_zeros(m, value):
-    """The number of leading zeros of ``value`` (``len(value)`` when it is zero), counted by a
+def leading_zeros(m, value, *, of_zero=True):
+    """The number of leading zeros of ``value`` (``len(value)`` when it is zero; with
+    ``of_zero`` False, any count then, for a caller that knows a zero otherwise: the zero
+    test and its select, a wide AND, are left out), counted by a
     tree: each pair of bits says whether it is zero and, if not, its count (one bit); two
     halves combine into whether both are zero and the count (the upper half's count, or, when
     the upper half is zero, its width plus the lower half's), one 2:1 select per level.  The
@@ -89,7 +91,8 @@ def leading_zeros(m, value):
                          count.eq(Mux(z_hi, Cat(c_lo, C(1, 1)), Cat(c_hi, C(0, 1))))]
             up.append((zero, count))
         nodes = up
-    return nodes[0][1]
+    count = nodes[0][1]
+    return Mux(value == 0, width, count) if of_zero else count
 
 
 class FPAdd(Elaboratable):
@@ -242,8 +245,11 @@ class FPAdd(Elaboratable):
         # a carry of the magnitudes
         m.d.comb += total.eq(Cat(chain[1:W + 1], chain[W + 1] & ~subtract))
         # leading zeros below the hidden position (bit W-1), capped at x_exp - 1
+        # (a zero count input is a zero total: the result is then the zero flag's, the count
+        # unused; the count's zero test reached the count register's reset, an adder's path
+        # at every seed of a node)
         lz = Signal(range(W + 1))
-        m.d.comb += lz.eq(leading_zeros(m, total[:W] | cap))
+        m.d.comb += lz.eq(leading_zeros(m, total[:W] | cap, of_zero=False))
 
         (total, lz, x_sign, x_exp, nan, inf, inf_sign, zero_sign) = cut(
             "add", total=total, lz=lz, x_sign=x_sign, x_exp=x_exp, nan=nan, inf=inf,
