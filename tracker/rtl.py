@@ -493,8 +493,13 @@ class Tracker(wiring.Component):
                 s3_over.eq(to_over),
                 s3_overflow.eq(to_overflow),
                 s3_fire.eq(to_fire),
-                s3_write.eq(Mux(s2_valid & s2_count & ~to_mismatch & ~to_over & ~to_overflow &
-                                (hit | ~to_fire), Mux(hit, match, first_free), 0)),
+                # per way: the hit way's own flags, or the miss's allocation in the first free
+                # way (equal to choosing by the cross-way error flags, which took the ways'
+                # compares through the hit and three ORs into every bit: a node's path into
+                # ``s3_write``, 10.6 ns)
+                s3_write.eq(Mux(s2_valid & s2_count & ~s2_big,
+                                (match & ~w_mismatch & ~w_over) |
+                                Mux(~hit & miss_alloc, first_free, 0), 0)),
                 s3_full.eq(s2_valid & s2_count & miss_alloc & ~hit & ~any_free),
                 s3_new_rem.eq(Mux(hit, hit_rem, s2_miss_rem)),
                 s3_earlier.eq(hit_earlier),
