@@ -6,7 +6,8 @@
   (:mod:`sim.blocks.mc_arbiter.demo`): the compute stream's completion time with bursty communication,
   against the same compute stream alone; and communication's worst wait under each policy.
 - ``mc_arbiter.sim_speed.<sim>``: simulated cycles per second (Python driver included).
-- ``mc_arbiter.synth.<target>.<resource>``: Yosys cell counts, default geometry (MCQ of 64).
+- ``mc_arbiter.synth.<target>.<resource>``: Yosys cell counts, default geometry (MCQ of 64), the
+  MCQ in LUT RAM on the 7-series and in block RAM on the iCE40 (as ``t3 synth`` builds each).
 
 Every run is checked against the cycle-level golden model.
 """
@@ -57,9 +58,12 @@ def main(sims=None, synth=True):
     if synth:
         from mc_arbiter.rtl import MCArbiter
         from benchmarks.synth import resource_lines
-        for line in resource_lines("mc_arbiter", MCArbiter(T3Params(), ArbiterParams()),
-                                   "t3_mc_arbiter"):
-            print(line, flush=True)
+        # The MCQ as each target's flow builds it (t3 synth): LUT RAM on the 7-series, block RAM
+        # on the iCE40, which has no LUT RAM.
+        for target, mcq_ram in (("xc7", "lut"), ("ice40", "block")):
+            arbiter = MCArbiter(T3Params(), ArbiterParams(), mcq_ram=mcq_ram)
+            for line in resource_lines("mc_arbiter", arbiter, "t3_mc_arbiter", (target,)):
+                print(line, flush=True)
     return 0
 
 

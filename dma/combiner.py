@@ -2,13 +2,13 @@
 (ring step 1, paper section 4.2.2) into runs, one packet each.  ``dma.model.combine`` is its
 golden model and ``dma.model.check_combined`` its scoreboard."""
 
-from amaranth import Cat, Module, Signal
+from amaranth import Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.interfaces import Op, Source, request_signature
+from hw.interfaces import Op, Source, mem_request_layout, request_signature
 from hw.params import T3Params
-from hw.pipeline import WriteAheadFIFO
+from hw.pipeline import SkidBuffer, WriteAheadFIFO
 from .config import DMAParams, header_layout
 from .packetizer import run_beat_layout
 
@@ -42,11 +42,17 @@ class Combiner(wiring.Component):
     Ports
     -----
     remote : In(stream.Signature(memory request))
-        The CUs' stores to the remote windows.  A ``READ``, or an address in no window, is
-        taken and dropped with ``events.remote_range``.
+        The CUs' stores to the remote windows, into a register slice
+        (:class:`hw.pipeline.SkidBuffer`: ``remote.ready`` is a register, high unless the
+        slice holds two stores).  A ``READ``, or an address in no window, is taken and
+        dropped with ``events.remote_range``.
     windows : In(:func:`target_layout`) × ``remote_windows``
         The windows (an empty one has ``end <= base``); the lowest that holds an address wins
         (the driver refuses overlaps).
+    windows_written : In(1)
+        High in the cycle after a window's ``base`` or ``end`` changed (the DMA drives it from
+        the host's writes): the combining takes nothing in that cycle, while its verdicts on
+        the slice's head are made again against the new windows.
     gpu_id : In(``gpu_bits``)
         This GPU (the runs' ``src_gpu``).
     run_hdr : Out(stream.Signature(:func:`dma.config.header_layout`))
@@ -56,12 +62,17 @@ class Combiner(wiring.Component):
     run_data : Out(stream.Signature(:func:`dma.packetizer.run_beat_layout`))
         Every store taken in a window, in order: its data and its mask (the ``tkeep`` it
         travels with).  A run's beats may leave before its header.
-    events : Out(``{remote_range}``)
-        One-cycle pulse in the cycle a store is dropped.
+    events : Out(``{remote_range, taken}``)
+        One-cycle pulses: ``taken`` in the cycle a store is taken into the combining (kept or
+        dropped), ``remote_range`` with it when the store is dropped.
 
     Timing
     ------
-    A store *continues* the open run when its address is the run's next (the last store's
+    A store taken on ``remote`` in cycle ``c`` is taken into the combining (``events.taken``)
+    from ``c + 1``, in order, one a cycle, in each cycle its queues have room (below); "taken"
+    below is that cycle.  The slice's head carries the verdicts on it (in a window and which,
+    continues the open run) in registers, made a cycle ahead, so the decision and the enables
+    of the run's registers start at registers.  A store *continues* the open run when its address is the run's next (the last store's
     plus a beat), its ``op``, ``etype``, ``tracked``, ``wg_id``, ``wf_id`` and window are the
     run's and the run has fewer than ``remote_burst`` stores; it joins it.  Any other store
     closes the open run (its header queued) and opens one of its own.  A run also closes when
@@ -70,9 +81,10 @@ class Combiner(wiring.Component):
     room) and its header is on ``run_hdr`` from ``c + remote_flush + 2``; a full run closes
     in the cycle after its last store; a run due to close while the run queue is full closes
     in the first cycle the queue has room (and takes the stores that continue it until
-    then).  ``remote.ready`` is high while the store queue has
-    room and, while a run is open, the run queue too (a store that continues the run waits for
-    it as one that closes it does); with both outputs taken one store a cycle.  Queues: the
+    then).  A store is taken while the store queue has room and, while a run is open, the run
+    queue too, whatever the verdict on it (one to drop waits for room as one to keep does; a
+    store that continues the run waits for the run queue as one that closes it does); with
+    both outputs taken one store a cycle.  Queues: the
     stores ``2 * remote_burst`` beats (at least 2), the runs' headers 4.
     """
 
@@ -85,7 +97,8 @@ class Combiner(wiring.Component):
             "gpu_id":   In(dparams.gpu_bits),
             "run_hdr":  Out(stream.Signature(self.hdr_layout)),
             "run_data": Out(stream.Signature(run_beat_layout(params))),
-            "events":   Out(data.StructLayout({"remote_range": 1})),
+            "windows_written": In(1),
+            "events":   Out(data.StructLayout({"remote_range": 1, "taken": 1})),
         })
 
     def elaborate(self, platform):
@@ -93,24 +106,6 @@ class Combiner(wiring.Component):
         p, dp = self.params, self.dparams
         A, beat = p.addr_bits, p.beat_bytes
         K, RB = dp.remote_windows, dp.remote_burst
-        rem = self.remote.payload
-
-        # The window check and the run check compare in the CUs' address space, in parallel:
-        # the destination address (an offset, then a sum) feeds only the run's header register.
-        # The windows' ends come in as registers (the sum before the compare was the node's
-        # critical path, 15.1 ns, into the run queue's enqueue).
-        hits = Signal(K)
-        win = Signal(range(K))          # the window of the store on ``remote``
-        dst_addr = Signal(A)
-        dst_gpu = Signal(dp.gpu_bits)
-        for k in reversed(range(K)):
-            w = self.windows[k]
-            m.d.comb += hits[k].eq((rem.addr >= w.base) & (rem.addr < w.end))
-            with m.If(hits[k]):
-                m.d.comb += [win.eq(k), dst_gpu.eq(w.dst_gpu),
-                             dst_addr.eq(w.dst_base + (rem.addr - w.base)[:A])]
-        rem_ok = Signal()
-        m.d.comb += rem_ok.eq(hits.any() & (rem.op != Op.READ))
 
         # both queues' LUT RAM written ahead (hw.pipeline.WriteAheadFIFO): the window compare
         # and the run compare end at their pointers, not at the write enables of their cells
@@ -136,11 +131,65 @@ class Combiner(wiring.Component):
         # run.beats < RB, a register kept with run.beats (the length compare was the start of
         # the node's critical path, 15.5 ns, into the run queue's enqueue)
         run_room = Signal(init=1)
-        continues = run_open & (rem.addr == run_next) & (rem.op == run.op) & \
-            (rem.etype == run.etype) & (rem.tracked == run.tracked) & \
-            (rem.wg_id == run.wg_id) & (rem.wf_id == run.wf_id) & run_room
-        if K > 1:
-            continues = continues & (win == run_win)
+        run_room2 = Signal(init=RB > 2)     # run.beats + 1 < RB: room after one more store
+        # a store that opens a new run while one is open must also queue the old run's header;
+        # one that continues the run need not, but waits for room too, so that the store
+        # queue's write enable does not hang on the run compare (an address and five fields:
+        # the node's critical path, 14.7 ns, ended on the queue's LUT-RAM write enables).  The
+        # run stays open while it waits (it cannot close into a full run queue either).
+        can_take = rem_q.w_rdy & (~run_open | run_q.w_rdy)
+        leave = Signal()        # the head leaves: taken into the combining, or dropped
+        take = Signal()         # ... taken
+        verdict = data.StructLayout({"ok": 1, "win": range(K), "cont": 1, "next": A})
+
+        # The input slice (hw.pipeline.SkidBuffer): the fields compared come from its head's
+        # registers, and the verdicts on the head -- in a window and which (``ok``, ``win``),
+        # continues the open run (``cont``) -- from registers of their own, computed a cycle
+        # ahead on the beat that becomes the head against the state of the next cycle.  The
+        # decision to take a store, and the enables of the run's header registers behind it,
+        # then start at registers (the window's carry chains and the run compare into those
+        # enables were the most frequent of a node's failing paths at 100 MHz, 8 steps,
+        # 10.6-11.2 ns).  The state the verdicts see: the windows as they are (a cycle after a
+        # window's base or size is written the combiner takes nothing, ``windows_written``,
+        # while the verdicts on the head are made again); the run as it will be (if the head
+        # is taken now, the head's own fields and its address plus a beat; else the run as it
+        # is, closed if its flush is due).
+        def judge(c):
+            hits = Cat(*((c["addr"] >= w.base) & (c["addr"] < w.end) for w in self.windows))
+            win = 0
+            for k in reversed(range(K)):
+                win = Mux(hits[k], k, win) if K > 1 else 0
+            win = Value.cast(win)
+
+            def same(addr, ref, ref_win):
+                out = (c["addr"] == addr)
+                for f in ("op", "etype", "tracked", "wg_id", "wf_id"):
+                    out = out & (c[f] == Value.cast(ref[f]))
+                return out & (win == ref_win) if K > 1 else out
+            # taken now: the run is the head's (continued or opened by it) ...
+            after_take = same(ahead.next, rem, ahead.win) & Mux(ahead.cont, run_room2, 1 < RB)
+            # ... else the run as it is, unless its flush closes it now
+            kept = run_open & run_room & ~((idle + 1 >= dp.remote_flush) & run_q.w_rdy)
+            as_is = kept & same(run_next, run, run_win)
+            return Cat(hits.any() & (c["op"] != Op.READ), win[:verdict["win"].width],
+                       Mux(take, after_take, as_is), (c["addr"] + beat)[:A])
+
+        fields = ("addr", "op", "etype", "tracked", "wg_id", "wf_id")
+        m.submodules.slice = sl = SkidBuffer(mem_request_layout(p), registered_out=fields,
+                                             ahead=(verdict, judge))
+        wiring.connect(m, wiring.flipped(self.remote), sl.i)
+        rem = sl.o.payload
+        ahead = verdict(sl.o_ahead)
+
+        # the destination: the head's window's (an offset, then a sum: into the run's header
+        # register only)
+        dst_addr = Signal(A)
+        dst_gpu = Signal(dp.gpu_bits)
+        for k in reversed(range(K)):
+            w = self.windows[k]
+            with m.If(ahead.win == k):
+                m.d.comb += [dst_gpu.eq(w.dst_gpu),
+                             dst_addr.eq(w.dst_base + (rem.addr - w.base)[:A])]
         fresh = Signal(self.hdr_layout)
         m.d.comb += [
             fresh.dst_gpu.eq(dst_gpu), fresh.src_gpu.eq(self.gpu_id),
@@ -149,30 +198,26 @@ class Combiner(wiring.Component):
             fresh.wg_id.eq(rem.wg_id), fresh.wf_id.eq(rem.wf_id), fresh.beats.eq(1),
             fresh.seg_beats.eq(1), fresh.stride.eq(0),
         ]
-        # a store that opens a new run while one is open must also queue the old run's header;
-        # one that continues the run need not, but waits for room too, so that the store
-        # queue's write enable does not hang on the run compare (an address and five fields:
-        # the node's critical path, 14.7 ns, ended on the queue's LUT-RAM write enables).  The
-        # run stays open while it waits (it cannot close into a full run queue either).
-        can_take = rem_q.w_rdy & (~run_open | run_q.w_rdy)
-        take = Signal()
         m.d.comb += [
-            take.eq(self.remote.valid & rem_ok & can_take),
-            self.remote.ready.eq(~rem_ok | can_take),
-            self.events.remote_range.eq(self.remote.valid & ~rem_ok),
+            # a store to drop waits for room as one to keep does: the ready from registers
+            leave.eq(sl.o.valid & can_take & ~self.windows_written),
+            sl.o.ready.eq(can_take & ~self.windows_written),
+            take.eq(leave & ahead.ok),
+            self.events.remote_range.eq(leave & ~ahead.ok),
+            self.events.taken.eq(leave),
             rem_q.w_en.eq(take),
             rem_q.w_data.eq(Cat(rem.data, rem.mask)),
             run_q.w_data.eq(run),
         ]
         with m.If(take):
-            m.d.sync += [idle.eq(0), run_next.eq(rem.addr + beat)]
-            with m.If(continues):
+            m.d.sync += [idle.eq(0), run_next.eq(ahead.next)]
+            with m.If(ahead.cont):
                 m.d.sync += [run.beats.eq(run.beats + 1), run.seg_beats.eq(run.beats + 1),
-                             run_room.eq(run.beats + 1 < RB)]
+                             run_room.eq(run_room2), run_room2.eq(run.beats + 2 < RB)]
             with m.Else():
                 m.d.comb += run_q.w_en.eq(run_open)
                 m.d.sync += [run.eq(fresh), run_open.eq(1), run_room.eq(1 < RB),
-                             run_win.eq(win)]
+                             run_room2.eq(2 < RB), run_win.eq(ahead.win)]
         with m.Elif(run_open):
             # a run never grows past RB beats: not run_room is run.beats == RB
             with m.If(((idle + 1 >= dp.remote_flush) | ~run_room) & run_q.w_rdy):

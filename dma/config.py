@@ -550,7 +550,8 @@ def dma_registers(params: T3Params, dparams: DMAParams):
             Reg(f"cmd{c}_tile_rows", d, "rw", f"command {c}: tile rows"),
             Reg(f"cmd{c}_tile_cols", d, "rw", f"command {c}: tile columns"),
         ]
-    return RegisterMap(regs)
+    # two cycles of read latency: 55 words spread over the DMA (hw.csr.RegisterMap)
+    return RegisterMap(regs, read_latency=2)
 
 
 def register_values(params, dparams, commands, gpu_id=0, remote=None, enable=True,

@@ -93,11 +93,16 @@ class Depacketizer(wiring.Component):
         rx_head = data.View(self.hdr_layout, rx.tdata[:H])
         rx_hdr = Signal(self.hdr_layout)
         rx_addr = Signal(A, name="rx_addr")
-        rx_in_seg = Signal(dp.len_bits, name="rx_in_seg")
+        # the beats of the segment after this one, counted down (counting up, the next
+        # beat's end flag was a sum and a compare with the header's seg_beats, a node's path
+        # at one seed, 12.1 ns), and the header's seg_beats - 1 and seg_beats == 1 as
+        # registers for each new segment
+        rx_seg_rem = Signal(dp.len_bits, name="rx_seg_rem")
+        rx_seg_first = Signal(dp.len_bits, name="rx_seg_first")
+        rx_seg_one = Signal(name="rx_seg_one")
         rx_left = Signal(dp.len_bits, name="rx_left")
-        # kept a beat ahead: rx_seg_end is rx_in_seg + 1 == seg_beats, rx_last is
-        # rx_left == 1, rx_seg_next is the next segment's address with its carry (past the
-        # address space)
+        # kept a beat ahead: rx_seg_end is rx_seg_rem == 0, rx_last is rx_left == 1,
+        # rx_seg_next is the next segment's address with its carry (past the address space)
         rx_seg_end, rx_last = Signal(name="rx_seg_end"), Signal(name="rx_last")
         rx_seg_next = Signal(A + 1, name="rx_seg_next")
         rx_past = Signal()          # the next beat's address is past the address space
@@ -127,7 +132,9 @@ class Depacketizer(wiring.Component):
                 with m.Else():
                     m.d.sync += [
                         rx_hdr.eq(rx_head), rx_addr.eq(rx_head.addr),
-                        rx_in_seg.eq(0),
+                        rx_seg_rem.eq(rx_head.seg_beats - 1),
+                        rx_seg_first.eq(rx_head.seg_beats - 1),
+                        rx_seg_one.eq(rx_head.seg_beats == 1),
                         rx_left.eq(rx_head.beats), rx_past.eq(0),
                         rx_seg_end.eq(rx_head.seg_beats == 1), rx_last.eq(rx_head.beats == 1),
                         rx_seg_next.eq(rx_head.addr + rx_head.stride),
@@ -174,14 +181,14 @@ class Depacketizer(wiring.Component):
                 with m.If(rx_hs & ~rx.tuser & ~rx_past):
                     m.d.sync += [rx_left.eq(rx_left - 1), rx_last.eq(rx_left == 2)]
                     with m.If(rx_seg_end):
-                        m.d.sync += [rx_in_seg.eq(0),
+                        m.d.sync += [rx_seg_rem.eq(rx_seg_first),
                                      rx_addr.eq(rx_seg_next), rx_past.eq(rx_seg_next[A]),
                                      rx_seg_next.eq(rx_seg_next[:A] + rx_hdr.stride),
-                                     rx_seg_end.eq(rx_hdr.seg_beats == 1)]
+                                     rx_seg_end.eq(rx_seg_one)]
                     with m.Else():
-                        m.d.sync += [rx_in_seg.eq(rx_in_seg + 1), rx_addr.eq(rx_addr + beat),
+                        m.d.sync += [rx_seg_rem.eq(rx_seg_rem - 1), rx_addr.eq(rx_addr + beat),
                                      rx_past.eq((rx_addr + beat)[A]),
-                                     rx_seg_end.eq(rx_in_seg + 2 == rx_hdr.seg_beats)]
+                                     rx_seg_end.eq(rx_seg_rem == 1)]
                     with m.If(rx.tlast & ~rx_last):
                         # a short packet: what arrived is written where the header said;
                         # the rest is never invented

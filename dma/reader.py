@@ -80,9 +80,12 @@ class TileReader(wiring.Component):
         self.hdr_layout = header_layout(params, dparams)
         #: the read credit's state, for the proof of its invariant (``DMACreditSpec`` of
         #: ``tests/test_formal.py``): the beats reserved (reads issued, their beats not yet
-        #: sent), the read waiting at ``read``, the payload buffer, the next response's tag,
-        #: whether a response was lost
+        #: sent) and its two flags, the read waiting at ``read``, the payload buffer, the next
+        #: response's tag, whether a response was lost
         self.reserved = Signal(range(dparams.buffer_beats + 1), name="reserved")
+        #: ``reserved < buffer_beats`` and ``reserved + 1 < buffer_beats``, kept with it
+        self.room = Signal(init=1, name="room")
+        self.below = Signal(init=1, name="below")
         self.rd_v = Signal(name="rd_v")
         #: the payload buffer: ``SyncFIFOBuffered``'s timing, its LUT RAM written ahead (the
         #: response's tag check into the write enable of every LUT-RAM cell of the buffer was
@@ -147,7 +150,7 @@ class TileReader(wiring.Component):
 
         # --- the reads, one a cycle under the credit ---------------------------------------------
         issue = Signal()
-        room = Signal(init=1)       # reserved < buffer_beats, kept with reserved
+        room, below = self.room, self.below
         m.d.comb += [issue.eq(ag_busy & (~rd_v | rd_taken) & room), ev.read.eq(issue)]
         with m.If(issue):
             m.d.sync += [rd_v.eq(1), rd_addr.eq(ag_addr), rd_tag.eq(rd_tag + 1),
@@ -163,9 +166,18 @@ class TileReader(wiring.Component):
                 m.d.sync += ag_busy.eq(0)
         with m.Elif(rd_taken):
             m.d.sync += rd_v.eq(0)
-        reserved_next = Signal(range(dp.buffer_beats + 1))
-        m.d.comb += reserved_next.eq(reserved + issue - beat_out)
-        m.d.sync += [reserved.eq(reserved_next), room.eq(reserved_next < dp.buffer_beats)]
+        # The credit moves by one at most a cycle, so its next value and flags are chosen by
+        # the issue and the beat out among values computed from its register (the sum and the
+        # compare after the issue, which waits on the memory port's ready, and the beat out, on
+        # the link's, were the node's longest path at one placement, 11.5 ns: the received
+        # beats' slice through the memory port's pick into the credit's adder and ``room``)
+        up, down = Signal(), Signal()
+        m.d.comb += [up.eq(issue & ~beat_out), down.eq(beat_out & ~issue)]
+        with m.If(up):
+            m.d.sync += [reserved.eq(reserved + 1), room.eq(below),
+                         below.eq(reserved + 2 < dp.buffer_beats)]
+        with m.Elif(down):
+            m.d.sync += [reserved.eq(reserved - 1), room.eq(1), below.eq(room)]
         rd = self.read.payload
         m.d.comb += [
             self.read.valid.eq(rd_v), rd_taken.eq(rd_v & self.read.ready),

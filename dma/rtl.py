@@ -36,6 +36,17 @@ COUNTER_BITS = 32
 FIRST_BEAT_LATENCY = 10
 
 
+def _greater(a, b):
+    """``a > b`` for unsigned values, as two compares of half the width in parallel and a
+    select: one carry chain of the whole width (63 bits for the tile's end against its
+    command's size) into the dispatch's decision was the node's longest path at one placement
+    (11.2 ns, 2.7 of it the chain)."""
+    width = max(len(a), len(b))
+    half = width // 2
+    a_hi, b_hi = a[half:], b[half:]
+    return (a_hi > b_hi) | ((a_hi == b_hi) & (a[:half] > b[:half]))
+
+
 class DMAEngine(wiring.Component):
     """DMA engine of one GPU node.
 
@@ -57,7 +68,10 @@ class DMAEngine(wiring.Component):
         combining: consecutive stores to consecutive addresses with the same attributes share
         one packet of up to ``remote_burst`` beats; a packet leaves when the run breaks, is
         full, or no store has come for ``remote_flush`` cycles.  A ``READ`` or an address
-        outside the window is taken and dropped with ``status.remote_range``.
+        outside the window is taken and dropped with ``status.remote_range``.  The port is a
+        register slice (``remote.ready`` a register; :class:`dma.combiner.Combiner`): a store
+        enters the combining the cycle after it is taken at the earliest, and none in the
+        cycle after a window's base or size is written.
     mem : Out(stream.Signature(memory request))
         Communication-stream requests into the memory controller: the tiles' beat ``READ``\\ s
         (``source = DMA``, ``tag`` = read sequence number) and the received packets'
@@ -81,7 +95,8 @@ class DMAEngine(wiring.Component):
         where payload was due starts the next packet; ``status.rx_open`` is high while a
         packet is incomplete (``docs/dma.md``).
     csr : In(csr_signature(...))
-        Register file (:func:`dma.config.dma_registers`).  A command's registers are locked
+        Register file (:func:`dma.config.dma_registers`), read in two cycles (its map's
+        ``read_latency``; writes act at the next edge).  A command's registers are locked
         while it holds tiles of an incomplete block or dispatches a trigger (a write is ignored,
         ``status.cmd_busy``); ``cmd.forget`` releases them.
     window : Out(:func:`dma.config.window_layout`) × ``remote_windows``
@@ -165,8 +180,13 @@ class DMAEngine(wiring.Component):
         m.d.sync += [ev_q.eq(Cat(*ev.values())), n_errors.eq(popcount(ev_q))]
         inc = {k: Signal(name=f"inc_{k}") for k in (
             "triggers", "blocks", "tiles_sent", "remote_packets", "packets_received")}
+        # these count in the cycle after their events, registered as they are (the dispatch's
+        # decision into the enables of the 32-bit blocks counter was the node's longest path in
+        # the DMA at one placement, 10.7 ns); an event in the cycle of a clear is cleared with it
         for k, event in inc.items():
-            count(m, cnt[k], event, clear_counters)
+            late = Signal(name=f"inc_{k}_r")
+            m.d.sync += late.eq(event & ~clear_counters)
+            count(m, cnt[k], late, clear_counters)
         with m.If(clear_counters):
             m.d.sync += cnt["errors"].eq(0)
         with m.Elif(n_errors != 0):
@@ -252,15 +272,20 @@ class DMAEngine(wiring.Component):
         job_v = Signal()
         job = Signal(self.hdr_layout)       # the header fields plus the source address
         job_src = Signal(A)
+        # the destination is the source plus the command's shift, summed after the job
+        # register (``job.addr`` is not kept): summed into it, after the pending store's read
+        # in RELEASE, the dispatch's state through that read and the sum's carry chain into
+        # the job register was the node's longest path at one placement (11.6 ns)
+        job_shift = Signal(A, name="job_shift")
         job_taken = Signal()
 
         def job_fields(t):
             # the job register's fields, without its valid (``job_v``)
             return [
                 job_src.eq(t.addr),
+                job_shift.eq(c_shift),
                 job.dst_gpu.eq(mode("dst_gpu")),
                 job.src_gpu.eq(gpu_id),
-                job.addr.eq(t.addr + c_shift),
                 job.op.eq(mode("op")),
                 job.etype.eq(mode("etype")),
                 job.source.eq(Source.DMA),
@@ -335,7 +360,7 @@ class DMAEngine(wiring.Component):
                     bad_cmd = ~c_exists | ~mode("valid") | (granularity > G) | \
                         ~mode("op").matches(Op.STORE, Op.UPDATE) | (c_tcols == 0) | \
                         (seg_beats == 0) | (tile_beats[dp.len_bits:] != 0)
-                    bad_range = (cur.addr[:boff] != 0) | offset[A] | (end > size)
+                    bad_range = (cur.addr[:boff] != 0) | offset[A] | _greater(end, size)
                     with m.If(bad_cmd):
                         m.d.comb += ev["no_command"].eq(1)
                         m.next = "TAKE"
@@ -371,10 +396,18 @@ class DMAEngine(wiring.Component):
         # lower granularity): such a write is refused and latches status.cmd_busy.
         cmd_fields = ("mode", "src_base", "dst_base", "rows", "cols", "ld", "tile_rows",
                       "tile_cols")
+        # The head's term is TAKE's condition without its ``~forget_blocks``: a lock acts only
+        # in a cycle the host writes a command's word, when it writes no ``cmd`` (one word a
+        # cycle), so the two agree whenever it matters; with the term, a write's decode
+        # reached the enables through the forget strobe and TAKE's ready (the DMA's write
+        # decode in a node, 10.7 ns)
+        could_take = Signal()
+        m.d.comb += could_take.eq(dispatch.ongoing("TAKE") & trig_head.o.valid & enable &
+                                  ~table_fresh)
         refused = []
         for c in range(n):
             busy = (held[c] != 0) | (~dispatch.ongoing("TAKE") & (c_idx == c)) | \
-                (trig_head.o.ready & (head.region == c))
+                (could_take & (head.region == c))
             refused.append(regs.lock(m, [f"cmd{c}_{f}" for f in cmd_fields], busy))
         m.d.comb += ev["cmd_busy"].eq(Cat(*refused).any())
 
@@ -382,6 +415,7 @@ class DMAEngine(wiring.Component):
         m.submodules.reader = rdr = self.reader
         m.d.comb += [
             rdr.job.valid.eq(job_v), rdr.job.payload.hdr.eq(job), rdr.job.payload.src.eq(job_src),
+            rdr.job.payload.hdr.addr.eq(job_src + job_shift),
             job_taken.eq(job_v & rdr.job.ready),
             ev["resp_order"].eq(rdr.events.resp_order), ev["mem_error"].eq(rdr.events.mem_error),
         ]
@@ -396,13 +430,20 @@ class DMAEngine(wiring.Component):
             m.d.comb += [self.window[k].base.eq(regs.rw(reg["base"])),
                          self.window[k].size.eq(regs.rw(reg["size"]))]
             # each window's end a register, kept from the registers' next values (the sum
-            # before the compare was the node's critical path, 15.1 ns)
+            # before the compare was the node's critical path, 15.1 ns), summed from registers
+            # and chosen by the write (hw.csr.RegisterFile.next_sum)
             r_end = Signal(A + 1, name=f"remote{k}_end")
-            m.d.sync += r_end.eq(regs.rw_next(m, reg["base"]) + regs.rw_next(m, reg["size"]))
+            m.d.sync += r_end.eq(regs.next_sum(m, reg["base"], reg["size"]))
             m.d.comb += [comb.windows[k].base.eq(regs.rw(reg["base"])),
                          comb.windows[k].end.eq(r_end),
                          comb.windows[k].dst_gpu.eq(regs.rw(reg["dst_gpu"])),
                          comb.windows[k].dst_base.eq(regs.rw(reg["dst_base"]))]
+        # the combiner decides on the head from verdicts made a cycle ahead against the
+        # windows: a cycle after a window's base or size is written it takes nothing while
+        # they are made again (dma.combiner)
+        m.d.sync += comb.windows_written.eq(Cat(*(
+            regs.write_strobe(remote_register(k, f))
+            for k in range(dp.remote_windows) for f in ("base", "size"))).any())
         m.d.comb += [comb.gpu_id.eq(gpu_id), ev["remote_range"].eq(comb.events.remote_range)]
         tx_rem_beat = Signal()
         count(m, cnt["remote_sent"], tx_rem_beat, clear_counters)
@@ -429,7 +470,7 @@ class DMAEngine(wiring.Component):
         # the window's end a register, kept from the registers' next values as the remote
         # windows' are (the depacketizer compares the beat's address with both in parallel)
         rx_end = Signal(A + 1, name="rx_end")
-        m.d.sync += rx_end.eq(regs.rw_next(m, "rx_base") + regs.rw_next(m, "rx_size"))
+        m.d.sync += rx_end.eq(regs.next_sum(m, "rx_base", "rx_size"))
         m.d.comb += [
             dep.gpu_id.eq(gpu_id), dep.rx_base.eq(regs.rw("rx_base")), dep.rx_end.eq(rx_end),
             *(ev[k].eq(dep.events[k]) for k in RX_EVENTS),

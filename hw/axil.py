@@ -50,13 +50,13 @@ class AXILiteToCSR(wiring.Component):
     or an address not word aligned is not performed and answers ``SLVERR`` (a register is never
     half written).  A read is accepted with ``arready`` and answered ``read_latency + 1``
     cycles later with the word (the register bus answers an address ``read_latency`` cycles
-    after it is presented: 1 for a :class:`hw.csr.RegisterFile`, 2 behind a registered
-    :class:`CSRDecoder`); a misaligned read answers ``SLVERR`` and zero.
+    after it is presented: a :class:`hw.csr.RegisterFile`'s map's, one more behind a
+    registered :class:`CSRDecoder`); a misaligned read answers ``SLVERR`` and zero.
     """
 
     def __init__(self, addr_bits, read_latency=1):
-        if read_latency not in (1, 2):
-            raise ValueError(f"read_latency must be 1 or 2, not {read_latency!r}")
+        if not isinstance(read_latency, int) or not 1 <= read_latency <= 8:
+            raise ValueError(f"read_latency must be 1 to 8 cycles, not {read_latency!r}")
         self.addr_bits = addr_bits
         self.read_latency = read_latency
         super().__init__({
@@ -68,7 +68,7 @@ class AXILiteToCSR(wiring.Component):
         m = Module()
         bus, csr = self.axil, self.csr
         r_err = Signal()
-        r_wait = Signal()           # the first of two cycles of read latency has passed
+        r_wait = Signal(range(self.read_latency))   # cycles of read latency passed
         with m.FSM(name="axil"):
             with m.State("IDLE"):
                 with m.If(bus.awvalid & bus.wvalid):
@@ -93,9 +93,11 @@ class AXILiteToCSR(wiring.Component):
             with m.State("READ_WAIT"):
                 # the register bus answers the address of read_latency cycles ago
                 answer = 1
-                if self.read_latency == 2:
-                    m.d.sync += r_wait.eq(~r_wait)
-                    answer = r_wait
+                if self.read_latency > 1:
+                    answer = r_wait == self.read_latency - 1
+                    m.d.sync += r_wait.eq(r_wait + 1)
+                    with m.If(answer):
+                        m.d.sync += r_wait.eq(0)
                 with m.If(answer):
                     m.d.sync += [bus.rdata.eq(csr.r_data), bus.rresp.eq(OKAY)]
                     with m.If(r_err):
@@ -128,10 +130,12 @@ class CSRDecoder(wiring.Component):
     ----------
     window_bits : int
         Word-address bits of each block's window (every block's register file must fit).
-    blocks : list of (name, addr_bits)
+    blocks : list of (name, addr_bits) or (name, addr_bits, read_latency)
         Block ``k`` answers at word addresses ``k << window_bits`` onwards; its port is
-        ``blocks[k][0]`` (``Out(csr_signature(addr_bits))``).  Addresses beyond the last block
-        read as zero and ignore writes.
+        ``blocks[k][0]`` (``Out(csr_signature(addr_bits))``), whose ``r_data`` answers an
+        address ``read_latency`` cycles later (1 unless given: its map's
+        :attr:`hw.csr.RegisterMap.read_latency`).  Addresses beyond the last block read as
+        zero and ignore writes.
 
     registered : bool
         Each block's ``addr``, ``w_stb`` and ``w_data`` come from registers of its own, which
@@ -141,15 +145,24 @@ class CSRDecoder(wiring.Component):
         connect an :class:`AXILiteToCSR` with the same ``read_latency``.  A block's ``addr``
         and ``w_data`` change only with an address in its window (they hold otherwise).
 
-    Timing: ``read_latency`` (1, or 2 when ``registered``) cycles from an address on ``bus``
-    to its word on ``bus.r_data`` (the block selected then drives it).
+    Timing: ``read_latency`` cycles from an address on ``bus`` to its word on ``bus.r_data``
+    (the blocks' longest, one more when ``registered``); a block that answers sooner has its
+    ``r_data`` delayed by registers to match.
     """
 
     def __init__(self, window_bits, blocks, registered=False):
         self.window_bits = window_bits
-        self.blocks = list(blocks)
+        self.blocks, self.latency = [], {}
+        for entry in blocks:
+            name, addr_bits, *rest = entry
+            latency = rest[0] if rest else 1
+            if len(rest) > 1 or latency not in (1, 2):
+                raise ValueError(f"block {name!r}: a read latency of 1 or 2 cycles, not "
+                                 f"{entry!r}")
+            self.blocks.append((name, addr_bits))
+            self.latency[name] = latency
         self.registered = registered
-        self.read_latency = 2 if registered else 1
+        self.read_latency = max(self.latency.values(), default=1) + int(registered)
         self.addr_bits, members = _windows("block", window_bits, self.blocks, csr_signature)
         super().__init__(members)
 
@@ -182,8 +195,13 @@ class CSRDecoder(wiring.Component):
                 ]
             with m.If(inside):
                 m.d.sync += last_in[0].eq(1)
+            r_data = port.r_data
+            for k in range(self.read_latency - int(self.registered) - self.latency[name]):
+                delayed = Signal.like(r_data, name=f"{name}_r_data{k}")
+                m.d.sync += delayed.eq(r_data)
+                r_data = delayed
             with m.If(last_in[-1] & (last[-1] == index)):
-                m.d.comb += bus.r_data.eq(port.r_data)
+                m.d.comb += bus.r_data.eq(r_data)
         return m
 
 

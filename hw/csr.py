@@ -24,8 +24,10 @@ Bus timing (``csr`` port, seen from the block)
     Write strobe: the word at ``addr`` takes ``w_data`` at the next clock edge.
 ``w_data`` : In(32)
 ``r_data`` : Out(32)
-    The word at the ``addr`` presented in the previous cycle (one cycle of read latency);
-    unmapped addresses read as zero and ignore writes.
+    The word at the ``addr`` presented ``read_latency`` cycles earlier (the map's
+    :attr:`RegisterMap.read_latency`: 1, or 2 for a block whose many words lie far apart on
+    an FPGA), as it was in the cycle of that address; unmapped addresses read as zero and
+    ignore writes.  Writes act at the next clock edge whatever the read latency.
 
 Access kinds
 ------------
@@ -208,6 +210,11 @@ class RegisterMap:
     ----------
     regs : list of :class:`Reg`
         In address order; names must be unique.
+    read_latency : 1 or 2
+        Cycles from an address on the block's port to its word on ``r_data``.  With 2 the
+        read multiplexer is two registered stages (each group of 8 words, then the group):
+        for a block with many words spread over its logic (the DMA's, where the address
+        register through one multiplexer of 55 words took 11.5 ns, 9.1 of them wires).
 
     Attributes
     ----------
@@ -218,7 +225,10 @@ class RegisterMap:
         Width of the word address that reaches every register.
     """
 
-    def __init__(self, regs):
+    def __init__(self, regs, read_latency=1):
+        if read_latency not in (1, 2):
+            raise ValueError(f"read_latency must be 1 or 2, not {read_latency!r}")
+        self.read_latency = read_latency
         self.regs = list(regs)
         self._addr = {}
         word = 0
@@ -347,6 +357,37 @@ class RegisterFile:
                 m.d.comb += nxt[lo:hi].eq(bus.w_data[:hi - lo])
         return nxt
 
+    def next_sum(self, m: Module, a, b):
+        """``rw_next(a) + rw_next(b)`` of two one-word ``rw`` registers, the sum made from
+        registers alone: the registers' own sum and each with the bus's data in its place,
+        chosen by whether the bus writes ``a``, ``b`` or neither (one word a cycle).  For a
+        register computed a cycle ahead (a window's end): the host's write acts on it in the
+        same cycle as on its registers, and the bus's address decode reaches only the choice
+        after the adders, not their inputs (the decode into the next values and through the
+        sum was the DMA's longest path in a node, 10.8 ns).  Call it after :meth:`elaborate`."""
+        regs = [self.map[name] for name in (a, b)]
+        if any(reg.access != "rw" or reg.words != 1 for reg in regs):
+            raise ValueError(f"next_sum needs two one-word rw registers, not {a!r} and {b!r}")
+        bus = self._bus
+        cur = [Value.cast(self._storage[name]) for name in (a, b)]
+        data = [bus.w_data[:len(v)] for v in cur]
+        hit = [bus.w_stb & (bus.addr == self.map.address(name)) & ~self._locked[name]
+               for name in (a, b)]
+        width = max(len(v) for v in cur) + 1
+        total = Signal(width, name=f"{a}_{b}_next_sum")
+        m.d.comb += total.eq(Mux(hit[0], data[0] + cur[1],
+                                 Mux(hit[1], cur[0] + data[1], cur[0] + cur[1])))
+        return total
+
+    def write_taken(self, name):
+        """One-cycle strobe: the host writes one-word ``rw`` register ``name`` this cycle and
+        the register takes it (not refused by :meth:`lock`): its value next cycle is
+        :meth:`write_data`'s."""
+        reg = self.map[name]
+        if reg.access != "rw" or reg.words != 1:
+            raise ValueError(f"register {name!r} is not a one-word rw register")
+        return self._w_stb[name] & ~self._locked[name]
+
     def write_strobe(self, name):
         """One-cycle strobe: the host writes register ``name`` (any of its words) this cycle
         (for a locked ``rw`` register, whether or not the write is taken)."""
@@ -368,8 +409,9 @@ class RegisterFile:
         return strobe
 
     def write_data(self, name):
-        """The value being written to ``w1c``/``wo`` register ``name`` (valid with its strobe;
-        a ``data.View`` of its fields, if it has fields)."""
+        """The value being written to register ``name`` (valid with its strobe; a
+        ``data.View`` of its fields, if it has fields): a one-word ``rw`` register's next value
+        when :meth:`write_taken`, a ``w1c``/``wo`` register's bits to act on."""
         reg = self.map[name]
         value = self._w_data[:reg.width]
         return data.View(reg.layout, value) if reg.fields else value
@@ -402,6 +444,19 @@ class RegisterFile:
                 m.d.comb += value[f.name].eq(sticky[f.name])
         return value
 
+    #: Address bits of a group of words in the first stage of a two-cycle read.
+    GROUP_BITS = 3
+
+    @staticmethod
+    def _select(m, addr, words, name):
+        """The word of ``words`` (``{address: value}``) at ``addr``, zero at any other."""
+        out = Signal(CSR_DATA_BITS, name=name)
+        with m.Switch(addr):
+            for a, value in words.items():
+                with m.Case(a):
+                    m.d.comb += out.eq(value)
+        return out
+
     def _read_value(self, m, reg, values):
         if reg.access == "rw":
             return Value.cast(self._storage[reg.name])
@@ -429,16 +484,32 @@ class RegisterFile:
             raise ValueError(f"no value given for register(s) {sorted(missing)}")
         self._bus = bus
         m.d.comb += self._w_data.eq(bus.w_data)
-        r_data = Signal(CSR_DATA_BITS)
-        with m.Switch(bus.addr):
-            for reg in self.map.regs:
-                if reg.access == "wo":
-                    continue
-                value = self._read_value(m, reg, values)
-                for k in range(reg.words):
-                    with m.Case(self.map.address(reg.name) + k):
-                        m.d.comb += r_data.eq(value[k * CSR_DATA_BITS:(k + 1) * CSR_DATA_BITS])
-        m.d.sync += bus.r_data.eq(r_data)
+        words = {}                      # word address -> the value it reads
+        for reg in self.map.regs:
+            if reg.access == "wo":
+                continue
+            value = self._read_value(m, reg, values)
+            for k in range(reg.words):
+                words[self.map.address(reg.name) + k] = \
+                    value[k * CSR_DATA_BITS:(k + 1) * CSR_DATA_BITS]
+        if self.map.read_latency == 1:
+            m.d.sync += bus.r_data.eq(self._select(m, bus.addr, words, "r_next"))
+        else:
+            # two stages: each group of 2 ** GROUP_BITS words chosen by the address's low
+            # bits into a register of its own (placed by its words), then the group by the
+            # address's high bits, registered with the group registers
+            low, high = bus.addr[:self.GROUP_BITS], bus.addr[self.GROUP_BITS:]
+            high_q = Signal.like(high, name="r_group")
+            groups = {}
+            for addr, value in words.items():
+                groups.setdefault(addr >> self.GROUP_BITS, {})[
+                    addr & ((1 << self.GROUP_BITS) - 1)] = value
+            group_q = {}
+            for g, members in groups.items():
+                group_q[g] = Signal(CSR_DATA_BITS, name=f"r_group{g}")
+                m.d.sync += group_q[g].eq(self._select(m, low, members, f"r_next{g}"))
+            m.d.sync += [high_q.eq(high),
+                         bus.r_data.eq(self._select(m, high_q, group_q, "r_next"))]
 
         for reg in self.map.regs:
             base = self.map.address(reg.name)

@@ -35,9 +35,11 @@ async def csr_write(ctx, bus, addr, value):
     ctx.set(bus.w_stb, 0)
 
 
-async def csr_read(ctx, bus, addr):
+async def csr_read(ctx, bus, addr, latency=1):
+    """The word at ``addr``, ``latency`` cycles after the address (the port's map's
+    :attr:`hw.csr.RegisterMap.read_latency`)."""
     ctx.set(bus.addr, addr)
-    await ctx.tick()
+    await ctx.tick().repeat(latency)
     return ctx.get(bus.r_data)
 
 
@@ -50,7 +52,8 @@ async def reg_write(ctx, bus, regs, name, value):
 async def reg_read(ctx, bus, regs, name):
     """Read register ``name`` of ``regs`` (all its words)."""
     base = regs.address(name)
-    words = [await csr_read(ctx, bus, base + k) for k in range(regs[name].words)]
+    words = [await csr_read(ctx, bus, base + k, regs.read_latency)
+             for k in range(regs[name].words)]
     return regs.from_words(name, words)
 
 

@@ -1,14 +1,17 @@
 """Memory-controller front end: compute and communication streams, the arbitration policy, the
 DRAM command queue (MCQ) (paper section 4.5; ``docs/design.md`` section 7)."""
 
-from amaranth import Const, Module, Mux, Signal, signed
-from amaranth.lib import stream, wiring
+import operator
+from functools import reduce
+
+from amaranth import C, Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.csr import RegisterFile, accumulate, count, csr_signature
 from hw.interfaces import Stream, mem_request_layout
 from hw.params import T3Params
-from hw.pipeline import BypassFIFO
+from hw.pipeline import BypassFIFO, WriteAheadSyncFIFO
 from .config import STARVE_BITS, ArbiterParams, Policy, arbiter_registers
 
 
@@ -22,10 +25,12 @@ class ArbiterPolicy(wiring.Component):
     Inputs (all for the current cycle): ``policy``, ``threshold``, ``starve_limit`` (registers),
     ``c_valid``, ``m_valid`` (the streams' valid), ``room`` (the MCQ can take a request and the
     tap is ready), ``level`` (MCQ entries), ``drain``; and for the next cycle
-    ``threshold_next``, ``starve_limit_next`` (what the registers will hold, but for a
-    calibration's write), ``threshold_calib`` and ``calib_write`` (the calibration writes
-    ``threshold_calib`` into the threshold now, over ``threshold_next``) and ``dequeue`` (a
-    request leaves the MCQ now: ``level`` next is ``level`` + an issue − ``dequeue``).
+    ``starve_limit_next`` (what the register will hold), ``threshold_host`` and
+    ``threshold_host_write`` (the host writes ``threshold_host`` into the threshold now),
+    ``threshold_calib`` (the calibration table's thresholds), ``calib_pick`` (one-hot: the row
+    the calibration chose) and ``calib_write`` (the calibration writes the chosen row's
+    threshold into the threshold now; never with the host's write) and ``dequeue`` (a request
+    leaves the MCQ now: ``level`` next is ``level`` + an issue − ``dequeue``).
     Outputs, combinational: ``issue_compute``/``issue_comm`` (at most one, only with
     ``room``), ``forced``, and ``tap_comm``: the stream whose request issues, if one does
     (high for communication), decided without ``room`` and without the threshold's compare.  State: ``starve`` (cycles communication waited with room since it
@@ -38,20 +43,27 @@ class ArbiterPolicy(wiring.Component):
     the starvation counter through the decision into the MCQ's write enable took 15.8 ns).
     ``threshold_init`` is ``threshold``'s value at reset (``below`` starts as ``0 <
     threshold_init``; ``starved`` starts low, as ``starve`` starts at 0).  ``below`` is
-    compared against both next thresholds, the host's and the calibration's, and chosen by
-    ``calib_write`` after the compares: the calibration's decision through the choice of the
-    threshold into the compare was the arbiter's longest path (10.1 ns).
+    compared against each threshold the next cycle may hold (the register's, the host's and
+    every calibration row's) and chosen by ``calib_write``, ``calib_pick`` and
+    ``threshold_host_write`` after the compares: the calibration's decision through the choice
+    of the threshold into the compare was the arbiter's longest path (10.1 ns), then the
+    calibration's accumulators through the row's choice into it the node's at two placements
+    (11.0 ns), and the register decoder's address through the host write's choice into it the
+    node's at one placement (10.9 ns).
     """
 
     def __init__(self, aparams: ArbiterParams, threshold_init=None):
         level_shape = range(aparams.depth + 1)
+        rows = aparams.calib_rows
         self.threshold_init = aparams.no_limit if threshold_init is None else threshold_init
         super().__init__({
             "policy": In(2), "threshold": In(level_shape), "starve_limit": In(STARVE_BITS),
             "c_valid": In(1), "m_valid": In(1), "room": In(1), "level": In(level_shape),
             "drain": In(1),
-            "threshold_next": In(level_shape), "starve_limit_next": In(STARVE_BITS),
-            "threshold_calib": In(level_shape), "calib_write": In(1),
+            "threshold_host": In(level_shape), "threshold_host_write": In(1),
+            "starve_limit_next": In(STARVE_BITS),
+            "threshold_calib": In(data.ArrayLayout(level_shape, rows)),
+            "calib_pick": In(rows), "calib_write": In(1),
             "dequeue": In(1),
             "issue_compute": Out(1), "issue_comm": Out(1), "forced": Out(1),
             "tap_comm": Out(1),
@@ -125,8 +137,11 @@ class ArbiterPolicy(wiring.Component):
             by = {-1: level < thr + 1, 0: level < thr, 1: level + 1 < thr}
             return Mux(issued & ~self.dequeue, by[1],
                        Mux(~issued & self.dequeue, by[-1], by[0]))
-        m.d.sync += self.below.eq(Mux(self.calib_write, below(self.threshold_calib),
-                                      below(self.threshold_next)))
+        calibrated = Cat(self.calib_pick[k] & below(self.threshold_calib[k])
+                         for k in range(len(self.calib_pick))).any()
+        m.d.sync += self.below.eq(Mux(self.calib_write, calibrated,
+                                      Mux(self.threshold_host_write, below(self.threshold_host),
+                                          below(self.threshold))))
         return m
 
 
@@ -137,6 +152,14 @@ class MCArbiter(wiring.Component):
     ----------
     params : :class:`hw.params.T3Params`
     aparams : :class:`mc_arbiter.config.ArbiterParams`
+    mcq_ram : ``"lut"``, ``"block"`` or None
+        Where the MCQ's entries are kept, cycle for cycle the same either way (both queues
+        time as Amaranth's ``SyncFIFO``): ``"lut"``, LUT RAM read as it stands
+        (:class:`hw.pipeline.WriteAheadSyncFIFO`), for an FPGA with LUT RAM, where a block
+        RAM's read leaves late in the cycle (5.6 ns on an ECP5); ``"block"``, block RAM and an
+        output register that a request written into an empty queue goes to directly
+        (:class:`hw.pipeline.BypassFIFO`), for a deep MCQ or an FPGA without LUT RAM (an
+        iCE40).  None (the default): ``"lut"`` up to 64 entries, else ``"block"``.
 
     Ports
     -----
@@ -150,12 +173,11 @@ class MCArbiter(wiring.Component):
     o : Out(stream.Signature(mem_request_layout(params)))
         The head of the MCQ, towards the DRAM.  ``stream`` is set from the port the request came
         in on, whatever the requester wrote there.  A request enqueued (picked) in cycle ``c`` is
-        written into the MCQ in cycle ``c + 1`` from a register.  The MCQ is block RAM with a
-        synchronous read port (``depth - 1`` entries) and an output register (one entry) that
-        a request written into an empty queue goes to directly, so the request is offered on
-        ``o`` from cycle ``c + 2``, or from the cycle after the request before it leaves; the
-        queue gives one request per cycle.  ``o.valid`` is a register; ``o.payload`` is the
-        RAM's output or the bypass register, selected by a register.
+        written into the MCQ in cycle ``c + 1`` from a register, so it is offered on ``o``
+        from cycle ``c + 2``, or from the cycle after the request before it leaves; the queue
+        gives one request per cycle.  ``o.valid`` is a function of the MCQ's level register;
+        ``o.payload`` is the LUT RAM as it stands at the read pointer (``mcq_ram="lut"``), or
+        the block RAM's output or the bypass register, selected by a register (``"block"``).
     occupancy : Out(range(depth + 1))
         MCQ entries: the requests enqueued and not yet dequeued, the one on its way into the
         RAM and the output register's included (registered: the count at the start of the
@@ -195,25 +217,39 @@ class MCArbiter(wiring.Component):
     Each stream's requests leave ``o`` in the order they arrived; none is lost or duplicated.
     """
 
-    def __init__(self, params: T3Params, aparams: ArbiterParams = ArbiterParams()):
+    #: the largest MCQ kept in LUT RAM by default
+    LUT_MCQ_DEPTH = 64
+
+    def __init__(self, params: T3Params, aparams: ArbiterParams = ArbiterParams(),
+                 mcq_ram=None):
         if not isinstance(params, T3Params):
             raise TypeError(f"params must be a T3Params, not {params!r}")
         if not isinstance(aparams, ArbiterParams):
             raise TypeError(f"aparams must be an ArbiterParams, not {aparams!r}")
+        if mcq_ram not in (None, "lut", "block"):
+            raise ValueError(f"mcq_ram must be 'lut', 'block' or None, not {mcq_ram!r}")
+        if mcq_ram is None:
+            mcq_ram = "lut" if aparams.depth <= self.LUT_MCQ_DEPTH else "block"
+        self.mcq_ram = mcq_ram
         self.params = params
         self.aparams = aparams
         self.regs = arbiter_registers(aparams)
         self.regfile = RegisterFile(self.regs)      # the registers' hardware
         #: the decision logic (:class:`ArbiterPolicy`)
         self.policy = ArbiterPolicy(aparams, self.regs["threshold"].reset)
-        #: the MCQ: block RAM with a synchronous read port (``depth - 1`` entries) and an
-        #: output register that a request written into an empty queue goes to directly
-        #: (:class:`hw.pipeline.BypassFIFO`).  Block RAM however shallow: a queue of wide
-        #: entries in LUT RAM puts its write enable on a hundred or more LUT-RAM cells (in a
-        #: node, the MCQ's 31 x 330 bits: the arbiter's decision then took 14 ns of wires to
-        #: reach them); in block RAM it reaches ten.
-        self.mcq = BypassFIFO(width=mem_request_layout(params).size, depth=aparams.depth,
-                              ram_style="block")
+        #: the MCQ: LUT RAM read as it stands, written ahead
+        #: (:class:`hw.pipeline.WriteAheadSyncFIFO`, ``SyncFIFO``'s timing): the enqueue's
+        #: decision reaches the write pointer and the level, not the write enables of the LUT-RAM
+        #: cells (the decision into them, a hundred cells for the MCQ's 31 x 330 bits, took 14 ns
+        #: of wires in a node), and the reader starts from the read pointer, not from a block
+        #: RAM's read (5.6 ns to leave an ECP5 DP16KD: the MCQ's block RAM into the NMC unit's
+        #: command slice was the node's longest path at several placements, 11.0 ns).
+        #: Or block RAM and a bypass register (:class:`hw.pipeline.BypassFIFO`, ``mcq_ram``
+        #: "block"), in block RAM however shallow (Yosys would choose LUT RAM, not written
+        #: ahead).
+        width = mem_request_layout(params).size
+        self.mcq = WriteAheadSyncFIFO(width=width, depth=aparams.depth) if mcq_ram == "lut" \
+            else BypassFIFO(width=width, depth=aparams.depth, ram_style="block")
         #: a request picked in the last cycle, written into the MCQ in this one (for proofs)
         self.enq_pending = Signal(name="enq_r")
         #: ``occupancy == depth``, a register (for proofs)
@@ -356,6 +392,13 @@ class MCArbiter(wiring.Component):
         # count: the 32-bit count's zero test, into the threshold's write and the threshold
         # flag's compare, was the arbiter's longest path alone (11.0 ns)
         ran = Signal()
+        pick = Signal(rows)
+        negative = Cat(*(acc < 0 for acc in below), C(1, 1))
+        m.d.comb += pick.eq(negative & ~(negative - 1))     # the lowest row set
+        row_thr = [regs.rw(f"calib{k}_threshold") for k in range(rows)]
+        chosen_thr = Signal(len(row_thr[0]))
+        m.d.comb += chosen_thr.eq(reduce(operator.or_, [Mux(pick[k], row_thr[k], 0)
+                                                        for k in range(rows)]))
         with m.If(self.calib_start):
             m.d.sync += [calibrating.eq(1), run_sum.eq(0), run_cycles.eq(0), ran.eq(0)]
             m.d.sync += [acc.eq(0) for acc in below]
@@ -369,12 +412,8 @@ class MCArbiter(wiring.Component):
             with m.If(~self.calib_start):
                 m.d.sync += calibrating.eq(0)
             m.d.sync += [calib_sum.eq(run_sum), calib_cycles.eq(run_cycles)]
-            # first row whose bound exceeds the mean; the last row catches the rest.  An empty
-            # window leaves the threshold alone.
-            chosen_thr = regs.rw(f"calib{rows - 1}_threshold")
-            for index in reversed(range(rows - 1)):
-                chosen_thr = Mux(below[index] < 0, regs.rw(f"calib{index}_threshold"),
-                                 chosen_thr)
+            # first row whose bound exceeds the mean; the last row catches the rest (one-hot,
+            # ``pick``).  An empty window leaves the threshold alone.
             # a host write to threshold in the same cycle wins; the lost result is reported
             with m.If(auto_threshold & ran):
                 with m.If(regs.write_strobe("threshold")):
@@ -383,8 +422,10 @@ class MCArbiter(wiring.Component):
                     m.d.comb += calib_write.eq(1)
         with m.If(calib_write):
             m.d.sync += threshold.eq(chosen_thr)
-        m.d.comb += [core.threshold_next.eq(regs.rw_next(m, "threshold")),
-                     core.threshold_calib.eq(chosen_thr), core.calib_write.eq(calib_write)]
+        m.d.comb += [core.threshold_host.eq(regs.write_data("threshold")),
+                     core.threshold_host_write.eq(regs.write_taken("threshold")),
+                     *(core.threshold_calib[k].eq(row_thr[k]) for k in range(rows)),
+                     core.calib_pick.eq(pick), core.calib_write.eq(calib_write)]
 
         # --- Counters -------------------------------------------------------------------------------
         for name, event in (("compute_issues", issue_compute), ("comm_issues", issue_comm),

@@ -58,8 +58,10 @@ def float_layout(fmt: FloatFormat):
     })
 
 
-def leading_zeros(m, value):
-    """The number of leading zeros of ``value`` (``len(value)`` when it is zero), counted by a
+def leading_zeros(m, value, *, of_zero=True):
+    """The number of leading zeros of ``value`` (``len(value)`` when it is zero; with
+    ``of_zero`` False, any count then, for a caller that knows a zero otherwise: the zero
+    test and its select, a wide AND, are left out), counted by a
     tree: each pair of bits says whether it is zero and, if not, its count (one bit); two
     halves combine into whether both are zero and the count (the upper half's count, or, when
     the upper half is zero, its width plus the lower half's), one 2:1 select per level.  The
@@ -90,7 +92,7 @@ def leading_zeros(m, value):
             up.append((zero, count))
         nodes = up
     count = nodes[0][1]
-    return Mux(value == 0, width, count)
+    return Mux(value == 0, width, count) if of_zero else count
 
 
 class FPAdd(Elaboratable):
@@ -217,17 +219,37 @@ class FPAdd(Elaboratable):
         m.d.comb += y_al.eq(Mux(far, y_mant != 0, y_aligned))
         x_al = Signal(W)
         m.d.comb += x_al.eq(Cat(Const(0, 3), x_mant))
+        # for a subtraction y enters the add inverted (x - y = x + ~y + 1, the 1 the add's
+        # carry in), in the LUT that already chooses it: the add is then one carry chain,
+        # where a sum and a difference chosen after were two chains, a select and a wire more
+        # in front of the leading-zero count
+        y_in = Signal(W)
+        m.d.comb += y_in.eq(y_al ^ subtract.replicate(W))
+        # normalise never shifts below the smallest exponent (1), so by at most x_exp - 1: a
+        # one at that shift's place (bit W - x_exp, none when x_exp > W) among the count's
+        # input caps the leading-zero count there, and normalise shifts by the count as
+        # registered, with no compare and select in front of its shift
+        cap = Signal(W)
+        m.d.comb += cap.eq(Cat(x_exp == W - i for i in range(W)))
 
-        (x_al, y_al, subtract, x_sign, x_exp, nan, inf, inf_sign, zero_sign) = cut(
-            "align", x_al=x_al, y_al=y_al, subtract=subtract, x_sign=x_sign, x_exp=x_exp,
-            nan=nan, inf=inf, inf_sign=inf_sign, zero_sign=zero_sign)
+        (x_al, y_in, cap, subtract, x_sign, x_exp, nan, inf, inf_sign, zero_sign) = cut(
+            "align", x_al=x_al, y_in=y_in, cap=cap, subtract=subtract, x_sign=x_sign,
+            x_exp=x_exp, nan=nan, inf=inf, inf_sign=inf_sign, zero_sign=zero_sign)
 
         # --- add or subtract magnitudes -------------------------------------------------------
+        # one adder with the carry in: (2x + c) + (2y + c) = 2 (x + y + c)
+        chain = Signal(W + 2)
+        m.d.comb += chain.eq(Cat(subtract, x_al) + Cat(subtract, y_in))
         total = Signal(W + 1)
-        m.d.comb += total.eq(Mux(subtract, x_al - y_al, x_al + y_al))
-        # leading zeros below the hidden position (bit W-1)
+        # x >= y, so a difference never borrows: its carry out is the 2^W of x + ~y + 1, not
+        # a carry of the magnitudes
+        m.d.comb += total.eq(Cat(chain[1:W + 1], chain[W + 1] & ~subtract))
+        # leading zeros below the hidden position (bit W-1), capped at x_exp - 1
+        # (a zero count input is a zero total: the result is then the zero flag's, the count
+        # unused; the count's zero test reached the count register's reset, an adder's path
+        # at every seed of a node)
         lz = Signal(range(W + 1))
-        m.d.comb += lz.eq(leading_zeros(m, total[:W]))
+        m.d.comb += lz.eq(leading_zeros(m, total[:W] | cap, of_zero=False))
 
         (total, lz, x_sign, x_exp, nan, inf, inf_sign, zero_sign) = cut(
             "add", total=total, lz=lz, x_sign=x_sign, x_exp=x_exp, nan=nan, inf=inf,
@@ -235,9 +257,9 @@ class FPAdd(Elaboratable):
 
         # --- normalise ---------------------------------------------------------------------------
         carry = total[W]
-        # never shift below the smallest exponent (1): that is a subnormal result
-        left = Signal(range(W + 1))
-        m.d.comb += left.eq(Mux(lz < x_exp, lz, x_exp - 1))
+        # never below the smallest exponent (1), which yields a subnormal result: the count is
+        # capped at x_exp - 1 (the add stage's cap)
+        left = lz
         norm = Signal(W)
         norm_exp = Signal(E + 2)
         with m.If(carry):
@@ -249,12 +271,12 @@ class FPAdd(Elaboratable):
         # settled beside the shift, not after the rounding's carry chain, and from the stage's
         # registers, not the shift's or the subtraction's results: a zero sum (a result that
         # is subnormal is exact, so a nonzero one keeps a nonzero mantissa through the
-        # rounding) is a zero total, as the shift only removes leading zeros (left <= lz);
-        # whether the exponent overflows, with and without the rounding's carry (norm_exp >=
-        # exp_max, norm_exp >= exp_max - 1): with the add's carry norm_exp is x_exp + 1;
-        # without it, x_exp - left, which reaches x_exp only with no shift (left is 0 iff lz
-        # is 0, as x_exp >= 1 and a shift capped at x_exp - 1 is 0 only for x_exp = 1, far
-        # below the top)
+        # rounding) is a zero total, as the shift only removes leading zeros (left is at
+        # most the total's count); whether the exponent overflows, with and without the
+        # rounding's carry (norm_exp >= exp_max, norm_exp >= exp_max - 1): with the add's
+        # carry norm_exp is x_exp + 1; without it, x_exp - left, which reaches x_exp only
+        # with no shift (the capped count is 0 for a total without leading zeros, or for
+        # x_exp = 1, far below the top)
         zero = Signal()
         ovf_carry, ovf_plain = Signal(), Signal()
         no_shift = lz == 0
@@ -274,31 +296,46 @@ class FPAdd(Elaboratable):
         round_up = guard & (rnd | sticky | mant[0])
         rounded = Signal(F + 2)
         m.d.comb += rounded.eq(mant + round_up)
+        # whether the rounding carries out and whether the result is normal, from the bits
+        # rather than the increment's carry chain: the increment carries out exactly when
+        # every bit is one, and a result without its hidden bit never rounds up (a sum whose
+        # result is subnormal is exact), so the exponent, the special results and the result
+        # register's reset wait on a tree of ANDs, not on the chain (SAT-proved equal to
+        # taking both from the increment; an fp32 adder's normalised mantissa through the
+        # chain into the result register's reset was the node's longest path in the adders
+        # at two placements, 10.5 ns)
+        carried = Signal()
+        is_normal = Signal()
+        m.d.comb += [carried.eq(round_up & mant.all()), is_normal.eq(mant[F])]
         r_mant = Signal(F + 1)
         r_exp = Signal(E + 2)
-        carried = rounded[F + 1]
         with m.If(carried):                       # rounding carried out: 10.000 -> 1.000, exp+1
             m.d.comb += [r_mant.eq(rounded[1:]), r_exp.eq(norm_exp + 1)]
         with m.Else():
             m.d.comb += [r_mant.eq(rounded[:F + 1]), r_exp.eq(norm_exp)]
         # subnormal (or zero) result: no hidden bit, exponent field 0
-        is_normal = r_mant[F]
         field_exp = Mux(is_normal, r_exp, 0)
         overflow = is_normal & Mux(carried, ovf_carry, ovf_plain)
+        # the fraction's zeroing without the rounding's carry-out: a carried rounding's
+        # fraction is zero already (10.000), and an overflow without it needs ovf_plain, which
+        # implies ovf_carry (SAT-proved equal; the normalised mantissa through the carry-out
+        # into the fraction register's reset was an fp32 adder's path in the node, 10.4 ns)
+        frac_zero = inf | zero | (is_normal & ovf_plain)
 
         # --- result -----------------------------------------------------------------------------------
         s = float_layout(fmt)(Signal(fmt.width, name="result"))
         with m.If(nan):
             m.d.comb += s.as_value().eq(fmt.qnan)
-        with m.Elif(inf):
-            m.d.comb += [s.exponent.eq(exp_max), s.fraction.eq(0), s.sign.eq(inf_sign)]
-        with m.Elif(zero):
-            m.d.comb += [s.exponent.eq(0), s.fraction.eq(0), s.sign.eq(zero_sign)]
-        with m.Elif(overflow):
-            m.d.comb += [s.exponent.eq(exp_max), s.fraction.eq(0), s.sign.eq(x_sign)]
         with m.Else():
-            m.d.comb += [s.exponent.eq(field_exp), s.fraction.eq(r_mant[:F]),
-                         s.sign.eq(x_sign)]
+            with m.If(inf):
+                m.d.comb += [s.exponent.eq(exp_max), s.sign.eq(inf_sign)]
+            with m.Elif(zero):
+                m.d.comb += [s.exponent.eq(0), s.sign.eq(zero_sign)]
+            with m.Elif(overflow):
+                m.d.comb += [s.exponent.eq(exp_max), s.sign.eq(x_sign)]
+            with m.Else():
+                m.d.comb += [s.exponent.eq(field_exp), s.sign.eq(x_sign)]
+            m.d.comb += s.fraction.eq(Mux(frac_zero, 0, r_mant[:F]))
         (s,) = cut("result", s=s.as_value())
         m.d.comb += self.s.as_value().eq(s)
         return m

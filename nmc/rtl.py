@@ -187,6 +187,11 @@ class NMCUnit(wiring.Component):
         k = Signal(range(nb))
         m.d.comb += k.eq(bank_no * n.bank_groups + group)
         reading = c.op == Op.READ
+        # every bank's open row against the head's, in parallel, the head's bank chosen after
+        # (the bank's row chosen first, then compared, was a node's path into ``f_hit``,
+        # 11.5 ns: the bank number's select fanned out to every bit of the row)
+        row_hit = Signal(nb, name="row_hit")
+        m.d.comb += row_hit.eq(Cat(*(is_open[j] & (open_row[j] == row) for j in range(nb))))
         writing = (c.op == Op.STORE) | (c.op == Op.UPDATE)
 
         # The decision comes from registers (on an FPGA, deciding from the command as shown --
@@ -225,7 +230,7 @@ class NMCUnit(wiring.Component):
             fresh.eq(~self.cmd.valid | issue),
             f_bad.eq(bad), f_reading.eq(reading),
             f_open.eq(do_act | (is_open[k] & ~do_pre)),
-            f_hit.eq(do_act | (is_open[k] & (open_row[k] == row) & ~do_pre)),
+            f_hit.eq(do_act | (row_hit.bit_select(k, 1) & ~do_pre)),
             f_col.eq(Mux(do_act, t.RCD <= 1, col_ok.soon[k])),
             f_ras.eq(Mux(do_act, t.RAS <= 1, ras_ok.soon[k])),
             f_act.eq(Mux(do_pre, t.RP <= 1, act_ok.soon[k])),

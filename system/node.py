@@ -200,7 +200,9 @@ class GPUNode(wiring.Component):
         map is in ``docs/system.md`` (:func:`system.node.register_address`).
         Every block's register bus starts from registers of its own (a registered
         :class:`hw.axil.CSRDecoder`): a write acts 2 cycles after its ``AW``/``W`` handshake,
-        and a read is answered 3 cycles after its ``AR``.
+        and a read is answered 4 cycles after its ``AR`` (the DMA's registers take two
+        cycles to read, :attr:`hw.csr.RegisterMap.read_latency`; every block's answer waits
+        for the longest).
     ext : Out(csr_signature(ext_addr_bits))
         The register bus of the ``gpu`` window (its first ``2 ** ext_addr_bits`` words), for
         the GPU side; reads as zero when nothing is connected.  Registered like the blocks'
@@ -239,8 +241,8 @@ class GPUNode(wiring.Component):
         # registered: each block's register bus starts from registers by the block (the bus
         # spans the node; the write decode behind its wires was the node's slowest path)
         self.decoder = CSRDecoder(WINDOW_BITS, [
-            (name, self.block_regs[name].addr_bits if name in self.block_regs else
-             ext_addr_bits if name == "gpu" else 1)
+            (name, self.block_regs[name].addr_bits, self.block_regs[name].read_latency)
+            if name in self.block_regs else (name, ext_addr_bits if name == "gpu" else 1)
             for name in BLOCK_ORDER], registered=True)
         self.cfg_addr_bits = self.decoder.addr_bits + 2
         assert self.cfg_addr_bits == CFG_ADDR_BITS
@@ -303,8 +305,11 @@ class GPUNode(wiring.Component):
             m.d.comb += offset.eq(req.addr - window.base)
             in_window.append(~offset[-1] & (offset < window.size))
         layout = self.compute.payload.shape()
+        # the window check's bit from the head's register (chosen from the ring by the read
+        # pointer, it began the arbiter's decision on the compute stream's valid: the read
+        # pointer into the policy's flags, 11.2 ns in a node)
         m.submodules.compute_in = compute_in = SkidBuffer(
-            data.StructLayout({"req": layout, "remote": 1}))
+            data.StructLayout({"req": layout, "remote": 1}), registered_out=("remote",))
         m.d.comb += [
             compute_in.i.valid.eq(self.compute.valid),
             compute_in.i.payload.req.eq(req),
@@ -340,16 +345,12 @@ class GPUNode(wiring.Component):
         else:                                   # nothing to write back: done at once
             m.d.sync += self.l2_flushed.eq(self.l2_flush)
         count(m, cnt["remote_out"], compute_in.o.valid & to_remote & egress.w_rdy, 0)
-        # the egress queue's block-RAM output and the DMA's write-combining check into its run
-        # queue were one path (the node placed at 45 MHz); the fields the combiner compares with
-        # the windows and the open run come from the head's register (its ready: the window
-        # compare's verdict and its queues' room), the data and the mask it only stores from
-        # the ring
-        m.submodules.remote_out = remote_out = SkidBuffer(
-            layout, registered_out=("addr", "op", "etype", "tracked", "wg_id", "wf_id"))
-        m.d.comb += [remote_out.i.valid.eq(egress.r_rdy), remote_out.i.payload.eq(egress.r_data),
-                     egress.r_en.eq(remote_out.i.ready)]
-        connect(m, remote_out.o, dma.remote)
+        # the egress queue's read register straight into the DMA's remote port: the port is
+        # the combiner's register slice (its head's fields and its verdicts on the head made
+        # a cycle ahead, dma.combiner; the egress queue's block-RAM output and the DMA's
+        # write-combining check into its run queue were one path, the node placed at 45 MHz)
+        m.d.comb += [dma.remote.valid.eq(egress.r_rdy), dma.remote.payload.eq(egress.r_data),
+                     egress.r_en.eq(dma.remote.ready)]
 
         # --- memory controller, Tracker, DMA --------------------------------------------------
         # the DMA's request choice and the arbiter's policy, and the arbiter's enqueue and the

@@ -213,13 +213,21 @@ def _tracker(args):
 
 def _arbiter_args(parser):
     from mc_arbiter.config import ArbiterParams
-    _param_args(parser, "MC arbiter geometry", ArbiterParams, ARBITER_ARGS)
+    group = _param_args(parser, "MC arbiter geometry", ArbiterParams, ARBITER_ARGS)
+    (group or parser).add_argument(
+        "--mcq-ram", choices=("lut", "block"), default=None,
+        help="where the MCQ's entries are kept, cycle for cycle the same: LUT RAM or block RAM "
+             "(default: LUT RAM up to 64 entries, block RAM above and on an iCE40, which has "
+             "no LUT RAM)")
 
 
 def _arbiter(args):
     from mc_arbiter.config import ArbiterParams
     from mc_arbiter.rtl import MCArbiter
-    return MCArbiter(_params(args), ArbiterParams(**_given(args, ARBITER_ARGS)))
+    mcq_ram = args.mcq_ram
+    if mcq_ram is None and getattr(args, "target", None) in ("hx8k", "up5k"):
+        mcq_ram = "block"
+    return MCArbiter(_params(args), ArbiterParams(**_given(args, ARBITER_ARGS)), mcq_ram)
 
 
 def _nmc_args(parser):

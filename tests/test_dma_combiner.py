@@ -26,17 +26,22 @@ GPU = 5
 
 
 def run(dp, windows, stores, *, pause=0.0, hdr_stall=0.0, data_stall=0.0, seed=0,
-        hdr_from=0, max_cycles=50_000):
+        hdr_from=0, max_cycles=50_000, change=None, kept=None):
     """Offer ``stores`` on ``remote`` (each held until taken; pauses delay new offers), take
     ``run_hdr`` and ``run_data`` under stalls, until every store in a window has left.
-    Returns ``(runs, taken_at, dropped_at, hdr_at, cycles)``: the runs assembled from the two
-    outputs, the cycle each store was taken in, the cycles of the ``remote_range`` events, the
-    cycle each header was taken in.  ``run_hdr`` is not taken before cycle ``hdr_from``."""
+    Returns ``(runs, taken_at, dropped_at, hdr_at, port_at)``: the runs assembled from the
+    two outputs, the cycle each store was taken into the combining (``events.taken``), the
+    cycles of the ``remote_range`` events, the cycle each header was taken in, the cycle each
+    store was taken on ``remote``.  ``run_hdr`` is not taken before cycle ``hdr_from``.
+    ``change = (cycle, windows)``: the windows change in that cycle, with ``windows_written``
+    high in it (as the DMA drives them, a cycle after the host's write); ``kept`` then says
+    how many stores are in a window."""
     dut = Combiner(P, dp)
     rng = random.Random(seed)
     req = mem_request_layout(P)
-    kept = sum(len(b) for _, b in combine(P, dp, windows, GPU, stores)[0])
-    headers, beats, hdr_at, taken_at, dropped_at = [], [], [], [], []
+    if kept is None:
+        kept = sum(len(b) for _, b in combine(P, dp, windows, GPU, stores)[0])
+    headers, beats, hdr_at, taken_at, dropped_at, port_at = [], [], [], [], [], []
     state = {}
 
     async def bench(ctx):
@@ -51,6 +56,11 @@ def run(dp, windows, stores, *, pause=0.0, hdr_stall=0.0, data_stall=0.0, seed=0
                 ctx.set(dut.remote.payload, req.const(stores[nxt]))
                 offering = True
             ctx.set(dut.remote.valid, offering)
+            if change is not None and cycle in (change[0], change[0] + 1):
+                if cycle == change[0]:
+                    for k, w in enumerate(change[1]):
+                        ctx.set(dut.windows[k], dut.windows[k].shape().const(target_of(w)))
+                ctx.set(dut.windows_written, cycle == change[0])
             ready = {"run_hdr": rng.random() >= hdr_stall and cycle >= hdr_from,
                      "run_data": rng.random() >= data_stall}
             for name, r in ready.items():
@@ -68,11 +78,17 @@ def run(dp, windows, stores, *, pause=0.0, hdr_stall=0.0, data_stall=0.0, seed=0
                         hdr_at.append(cycle)
                     else:
                         beats.append((payload["data"], payload["keep"]))
-            if ctx.get(dut.events.remote_range):
-                assert offering, f"cycle {cycle}: remote_range without a store offered"
-                dropped_at.append(cycle)
-            if offering and ctx.get(dut.remote.ready):
+            if ctx.get(dut.events.taken):
                 taken_at.append(cycle)
+                assert len(taken_at) <= len(port_at), \
+                    f"cycle {cycle}: a store taken into the combining that never came"
+                if ctx.get(dut.events.remote_range):
+                    dropped_at.append(cycle)
+            else:
+                assert not ctx.get(dut.events.remote_range), \
+                    f"cycle {cycle}: remote_range with no store taken"
+            if offering and ctx.get(dut.remote.ready):
+                port_at.append(cycle)
                 offering = False
                 nxt += 1
             await ctx.tick()
@@ -81,16 +97,26 @@ def run(dp, windows, stores, *, pause=0.0, hdr_stall=0.0, data_stall=0.0, seed=0
         assert nxt == len(stores) and len(beats) == kept, \
             f"{len(stores) - nxt} stores not taken, {kept - len(beats)} beats not sent " \
             f"in {max_cycles} cycles"
+        ctx.set(dut.remote.valid, 0)
         for _ in range(2 * dp.remote_flush + 8):         # nothing more comes out
             assert not ctx.get(dut.run_hdr.valid) and not ctx.get(dut.run_data.valid)
+            if ctx.get(dut.events.taken):                # the last dropped stores
+                taken_at.append(state["cycles"])
+                if ctx.get(dut.events.remote_range):
+                    dropped_at.append(state["cycles"])
             await ctx.tick()
+            state["cycles"] += 1
+        assert len(taken_at) == len(stores), \
+            f"{len(port_at)} stores came, {len(taken_at)} taken into the combining"
+        # each a cycle after it came at the earliest, in order
+        assert all(t > c for t, c in zip(taken_at, port_at)), (port_at, taken_at)
 
     run_testbench(dut, bench)
     runs, k = [], 0
     for h in headers:
         runs.append((h, beats[k:k + h["beats"]]))
         k += h["beats"]
-    return runs, taken_at, dropped_at, hdr_at, state["cycles"]
+    return runs, taken_at, dropped_at, hdr_at, port_at
 
 
 def scenario(dp, seed, n):
@@ -169,19 +195,21 @@ def _stream(window, n, start=0, **attrs):
 
 
 def test_one_store_a_cycle_and_the_runs_timing():
-    """Stores offered back to back are taken one a cycle; a full run's header is on
-    ``run_hdr`` two cycles after the cycle after its last store, a run that stops growing
-    ``remote_flush + 2`` cycles after its last store."""
+    """Stores offered back to back are taken one a cycle, each into the combining the cycle
+    after (the input slice); a full run's header is on ``run_hdr`` two cycles after the cycle
+    after its last store, a run that stops growing ``remote_flush + 2`` cycles after its last
+    store."""
     w = RemoteWindow(0x1000, 0x1000, 3, 0x8000)
     stores = _stream(w, DP.remote_burst + 3)
-    runs, taken_at, _, hdr_at, _ = run(DP, [w], stores)
-    assert taken_at == list(range(len(stores)))
+    runs, taken_at, _, hdr_at, port_at = run(DP, [w], stores)
+    assert port_at == list(range(len(stores)))
+    assert taken_at == list(range(1, len(stores) + 1))
     assert [len(b) for _, b in runs] == [DP.remote_burst, 3]
     assert runs[0][0]["addr"] == 0x8000 and runs[0][0]["dst_gpu"] == 3
     assert runs[1][0]["addr"] == 0x8000 + DP.remote_burst * P.beat_bytes
-    # the full run closes when the next store opens a run (cycle remote_burst); the last run
-    # flushes remote_flush cycles after its last store
-    assert hdr_at == [DP.remote_burst + 2, taken_at[-1] + DP.remote_flush + 2]
+    # the full run closes when the next store opens a run; the last run flushes remote_flush
+    # cycles after its last store
+    assert hdr_at == [taken_at[DP.remote_burst] + 2, taken_at[-1] + DP.remote_flush + 2]
 
 
 def test_a_window_at_the_top_of_the_address_space():
@@ -204,5 +232,42 @@ def test_a_run_held_past_its_flush_closes_when_there_is_room(hold):
     w = RemoteWindow(0x1000, 0x1000, 3, 0x8000)
     stores = [dict(s, wg_id=i) for i, s in enumerate(_stream(w, 5))]
     runs, taken_at, _, hdr_at, _ = run(DP, [w], stores, hdr_from=hold)
-    assert taken_at == list(range(5)) and [len(b) for _, b in runs] == [1] * 5
+    assert taken_at == list(range(1, 6)) and [len(b) for _, b in runs] == [1] * 5
     assert hdr_at == list(range(hold, hold + 5))
+
+
+@pytest.mark.parametrize("hold", [12, 20])
+def test_a_store_to_drop_waits_for_room_as_one_to_keep(hold):
+    """The combining takes a store when its queues have room, whatever the verdict on it
+    (the decision from registers): with the run queue full (four headers) and a fifth run
+    open, a store in no window is not taken into the combining until the queue has room
+    again -- as a store in the window would not be -- and its ``remote_range`` event is
+    raised once, in that cycle."""
+    w = RemoteWindow(0x1000, 0x1000, 3, 0x8000)
+    stores = [dict(s, wg_id=i) for i, s in enumerate(_stream(w, 5))]
+    stores.append(dict(stores[0], addr=w.src_base + w.size))    # just past the window
+    runs, taken_at, dropped_at, hdr_at, port_at = run(DP, [w], stores, hdr_from=hold)
+    assert taken_at[:5] == list(range(1, 6)) and [len(b) for _, b in runs] == [1] * 5
+    assert port_at[5] == 5              # into the input slice at once
+    # the queue has room from the cycle after the first header leaves (cycle ``hold``)
+    assert taken_at[5] == hold + 1, taken_at
+    assert dropped_at == [taken_at[5]]
+
+
+def test_a_window_written_acts_on_the_stores_taken_after():
+    """The verdicts on the head are made a cycle ahead: in the cycle after a window changes
+    (``windows_written``) the combining takes nothing, and from the next cycle on it judges
+    by the new window.  A stream in a window that shrinks to two beats mid-stream: the stores
+    taken before the change are kept, none is taken in the cycle of the change, and every
+    one after it is dropped (beyond the new end).  Without the pause the store taken in that
+    cycle would be judged by the old window and kept."""
+    w = RemoteWindow(0x1000, 0x1000, 3, 0x8000)
+    stores = _stream(w, 20)
+    at = 9
+    runs, taken_at, dropped_at, _, _ = run(
+        DP, [w], stores, change=(at, [RemoteWindow(0x1000, 2 * P.beat_bytes, 3, 0x8000)]),
+        kept=at - 1)
+    assert at not in taken_at and taken_at[at - 1] == at + 1, taken_at
+    assert [len(b) for _, b in runs] == [DP.remote_burst] * ((at - 1) // DP.remote_burst) + \
+        ([(at - 1) % DP.remote_burst] if (at - 1) % DP.remote_burst else [])
+    assert dropped_at == taken_at[at - 1:]

@@ -25,7 +25,7 @@ from dma.config import DMAParams
 from dma.rtl import DMAEngine
 from hw.axil import AXILiteToCSR
 from hw.formal import FormalError, FormalFailure, prove
-from hw.pipeline import BypassFIFO, SkidBuffer, WriteAheadFIFO
+from hw.pipeline import BypassFIFO, SkidBuffer, WriteAheadFIFO, WriteAheadSyncFIFO
 from hw.interfaces import ElemType, Op
 from hw.params import T3Params
 from l2.config import PIPELINE_HIT_LATENCY, L2Params
@@ -36,7 +36,7 @@ from nmc.config import WRITE_DELAY, HBMTiming, NMCParams
 from nmc.rtl import NMCUnit
 from system.link import LinkModel
 from tracker.config import TrackerParams
-from tracker.rtl import Tracker
+from tracker.rtl import TRIGGER_QUEUE, Tracker
 
 
 SMALL = T3Params(beat_bits=32, addr_bits=12, wg_id_bits=2, wf_id_bits=1, tag_bits=3)
@@ -117,7 +117,8 @@ class AXILiteSpec(Elaboratable):
     """Any host obeying AXI (a valid holds until ready): the register bus is written only in
     a cycle where both the address and the data are taken, with that address and data; every
     write gets exactly one ``B``, every read one ``R``, none unasked; one transaction at a
-    time.  With either read latency of the register bus (2: the node's registered decoder)."""
+    time.  With any read latency of the register bus (3: the node's, its registered decoder
+    in front of the DMA's two-cycle reads)."""
 
     def __init__(self, read_latency=1):
         self.read_latency = read_latency
@@ -253,7 +254,8 @@ class DMACreditSpec(Elaboratable):
     """The read credit for all time (k-induction): any triggers and any command table (set-up
     writes), a memory answering its reads in order after any delay.  The beats reserved are
     exactly the read waiting at the memory port, the reads the memory holds and the beats in
-    the payload buffer, never more than ``buffer_beats``; the next answer's tag is the one the
+    the payload buffer, never more than ``buffer_beats``, and its flags say whether it is below
+    ``buffer_beats`` and below ``buffer_beats - 1``; the next answer's tag is the one the
     engine expects; so a response is never refused.  The invariants name the engine's credit
     state (``DMAEngine.reserved``, ``rd_v``, ``data_q``, ``exp_tag``, ``resp_lost``, never
     set; and the depacketizer's slice, empty: nothing is received here)."""
@@ -281,6 +283,9 @@ class DMACreditSpec(Elaboratable):
         m.d.comb += [
             Assert(dut.reserved == dut.rd_v + in_mem + dut.data_q.level),
             Assert(dut.reserved <= DMA_D.buffer_beats),
+            # the credit's flags, kept with it (chosen by the issue and the beat out)
+            Assert(dut.reader.room == (dut.reserved < DMA_D.buffer_beats)),
+            Assert(dut.reader.below == (dut.reserved + 1 < DMA_D.buffer_beats)),
             Assert(dut.exp_tag == tag),
             Assert(~dut.resp_lost),                   # the memory answers in order
             Assert(~dut.resp.valid | dut.resp.ready),
@@ -377,7 +382,7 @@ class TrackerSpec(Elaboratable):
             ((req.mask == 0xF) | (req.mask == 0))))
         inc = Mux(req.mask == 0xF, 1, 0)
         shadow = Signal(8)
-        owed = Signal(3)        # fired at the input, trigger not yet taken from ``o``
+        owed = Signal(range(TRIGGER_QUEUE + 1))   # fired at the input, not yet taken from ``o``
         take = dut.i.valid & dut.i.ready
         fires = Signal()
         m.d.comb += fires.eq(take & counted & (shadow + inc == threshold))
@@ -390,9 +395,10 @@ class TrackerSpec(Elaboratable):
         out = dut.o.payload
         out_mine = dut.o.valid & dut.o.ready & (out.wg_id == wg) & (out.wf_id == wf)
         m.d.sync += owed.eq(owed + fires - out_mine)
-        # at most four owed: one in the output register, one in each of the pipeline's three
-        # stages behind it (a threshold of one fires on every access)
-        m.d.comb += [Assert(~out_mine | (owed != 0)), Assert(owed <= 4)]
+        # at most the trigger queue's depth owed: the input takes an access only while the
+        # queue has room for its trigger and for those of the accesses ahead of it (a
+        # threshold of one fires on every access)
+        m.d.comb += [Assert(~out_mine | (owed != 0)), Assert(owed <= TRIGGER_QUEUE)]
         with m.If(out_mine):
             m.d.comb += Assert(out.region == 0)
         if self.invariants:
@@ -517,11 +523,29 @@ class TrackerSpec(Elaboratable):
         r2 = Mux(mine2, after(r3), r3)
         r1 = Mux(mine1, after(r2), r2)
         fired = (mine3 & s3_fire) + (mine2 & (r3 == 1)) + (mine1 & (r2 == 1))
+        # the trigger queue: ``q_level`` entries from ``q_head`` on, the head's copy on ``o``,
+        # room for a trigger of every access in the pipeline; the tile's triggers in it are
+        # region 0's
         o = dut.o
-        o_mine = o.valid & (o.payload.wg_id == wg) & (o.payload.wf_id == wf)
-        with m.If(o_mine):
-            m.d.comb += Assert(o.payload.region == 0)
-        quiet = ~st["s1_valid"] & ~st["s2_valid"] & ~st["s3_valid"] & ~o.valid & \
+        q, q_head, q_level = st["q_entries"], st["q_head"], st["q_level"]
+        depth = len(q)
+        stages = st["s1_valid"] + st["s2_valid"] + st["s3_valid"]
+        m.d.comb += [Assert(q_level + stages <= depth), Assert(o.valid == (q_level != 0)),
+                     Assert(st["q_room"] == (q_level < depth - 3)),
+                     Assert(st["q_tail"] == Mux(q_head + q_level >= depth,
+                                                q_head + q_level - depth, q_head + q_level))]
+        with m.If(o.valid):
+            m.d.comb += Assert(o.payload.as_value() == Array(q)[q_head].as_value())
+        queued = []
+        for k, entry in enumerate(q):
+            place = Mux(k >= q_head, k - q_head, k + depth - q_head)
+            here = (place < q_level) & (entry.wg_id == wg) & (entry.wf_id == wf)
+            with m.If(here):
+                m.d.comb += Assert(entry.region == 0)
+            queued.append(here)
+        o_mine = Signal(range(depth + 1))
+        m.d.comb += o_mine.eq(sum(queued))
+        quiet = ~st["s1_valid"] & ~st["s2_valid"] & ~st["s3_valid"] & (q_level == 0) & \
             (shadow == 0) & (owed == 0)
         # the set-up phase and the cycle after its last region write (``settle``: no access
         # taken, the threshold register not yet the product) hold nothing of the tile
@@ -753,6 +777,7 @@ PROOFS = {
     "link": (LinkSpec, "bmc", 8, 10),
     "axil": (AXILiteSpec, "bmc", 7, 8),
     "axil_latency2": (lambda: AXILiteSpec(read_latency=2), "bmc", 7, 8),
+    "axil_latency3": (lambda: AXILiteSpec(read_latency=3), "bmc", 8, 9),
     "nmc": (NMCSpec, "bmc", 11, 13),
     "dma_send": (DMASendSpec, "bmc", 9, 12),
     "dma_receive": (DMAReceiveSpec, "bmc", 6, 7),
@@ -766,6 +791,8 @@ PROOFS = {
                          10),
     "read_ahead_fifo": (lambda: BypassFIFOSpec(
         3, lambda **kw: WriteAheadFIFO(**kw, read_ahead=True), SyncFIFOBuffered), "bmc", 8, 10),
+    "write_ahead_sync_fifo": (lambda: BypassFIFOSpec(3, WriteAheadSyncFIFO, SyncFIFO), "bmc",
+                              8, 10),
     "skid_buffer": (SkidBufferSpec, "bmc", 8, 10),
     "skid_buffer_field": (lambda: SkidBufferSpec(("a",)), "bmc", 8, 10),
     # at 7 cycles a store is read back as a hit (35 s); at 8 a read under a window that moved

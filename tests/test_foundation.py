@@ -153,13 +153,14 @@ def test_register_file_layout_and_refusals():
     assert "| 0x01-0x02 | `wide` | 40 | rw |" in regs.markdown()
 
 
-def test_register_file_rtl_read_write_and_unmapped():
+@pytest.mark.parametrize("latency", [1, 2])
+def test_register_file_rtl_read_write_and_unmapped(latency):
     from amaranth import Module
     from amaranth.lib import wiring
     from amaranth.lib.wiring import In
 
     rmap = RegisterMap([Reg("a", 8, "rw", "", reset=5), Reg("wide", 40, "rw", ""),
-                        Reg("ro", 32, "ro", ""), Reg("go", 1, "wo", "")])
+                        Reg("ro", 32, "ro", ""), Reg("go", 1, "wo", "")], read_latency=latency)
     regs = RegisterFile(rmap)
 
     class Dut(wiring.Component):
@@ -186,13 +187,67 @@ def test_register_file_rtl_read_write_and_unmapped():
         seen["ro_after"] = await reg_read(ctx, dut.csr, rmap, "ro")
         await csr_write(ctx, dut.csr, rmap.address("go"), 1)
         await csr_write(ctx, dut.csr, rmap.address("go"), 1)
-        seen["go_read"] = await csr_read(ctx, dut.csr, rmap.address("go"))
-        seen["unmapped"] = await csr_read(ctx, dut.csr, 7)
+        seen["go_read"] = await csr_read(ctx, dut.csr, rmap.address("go"), latency)
+        seen["unmapped"] = await csr_read(ctx, dut.csr, 7, latency)
         seen["pulses"] = ctx.get(dut.pulses)
 
     run_testbench(dut, bench)
     assert seen == {"reset": 5, "wide": 0xAB_1234_5678, "ro": 0xCAFE_F00D,
                     "ro_after": 0xCAFE_F00D, "go_read": 0, "unmapped": 0, "pulses": 2}
+
+
+def test_a_two_cycle_read_answers_every_word_as_it_was_at_its_address():
+    """``read_latency=2``: words in several groups of 8 (and a group with holes), each read
+    two cycles after its address with the value of the address's cycle (a free-running
+    counter in every word shows which cycle), a new address every cycle; an unmapped word
+    or a hole reads as zero; a map refuses any other latency."""
+    from amaranth import Module, Signal
+    from amaranth.lib import wiring
+    from amaranth.lib.wiring import In
+
+    with pytest.raises(ValueError, match=r"^read_latency must be 1 or 2, not 3$"):
+        RegisterMap([Reg("x", 1, "rw", "")], read_latency=3)
+    # 20 one-word counters at words 0-19, a wo word (a hole that reads zero) at 20, 21-22 a
+    # two-word ro; words 23-31 unmapped
+    names = [f"c{k}" for k in range(20)]
+    rmap = RegisterMap([Reg(n, 32, "ro", "") for n in names] + [Reg("go", 1, "wo", ""),
+                       Reg("wide", 64, "ro", "")], read_latency=2)
+    assert rmap.addr_bits == 5
+
+    class Dut(wiring.Component):
+        csr: In(csr_signature(rmap.addr_bits))
+
+        def elaborate(self, platform):
+            m = Module()
+            now = Signal(16)
+            m.d.sync += now.eq(now + 1)
+            RegisterFile(rmap).elaborate(m, self.csr, {
+                **{n: (k << 16) | now for k, n in enumerate(names)},
+                "wide": (0xAB << 48) | (21 << 32) | now})
+            return m
+
+    dut = Dut()
+    expected, seen = {}, []
+
+    def word(addr, cycle):
+        if addr < 20:
+            return (addr << 16) | cycle
+        return {21: cycle, 22: (0xAB << 16) | 21}.get(addr, 0)
+
+    async def bench(ctx):
+        import random
+        rng = random.Random(5)
+        addrs = list(range(32)) + [rng.randrange(32) for _ in range(60)]
+        for cycle, addr in enumerate(addrs + [0, 0]):
+            ctx.set(dut.csr.addr, addr)
+            if cycle >= 2:
+                seen.append(ctx.get(dut.csr.r_data))
+            expected[cycle] = word(addr, cycle)
+            await ctx.tick()
+
+    run_testbench(dut, bench)
+    assert seen == [expected[c] for c in range(len(seen))]
+    assert len(seen) == 92
 
 
 def test_rw_next_is_what_the_register_holds_next_cycle():
@@ -203,7 +258,8 @@ def test_rw_next_is_what_the_register_holds_next_cycle():
     from amaranth.lib import wiring
     from amaranth.lib.wiring import In
 
-    rmap = RegisterMap([Reg("a", 8, "rw", "", reset=5), Reg("wide", 40, "rw", "")])
+    rmap = RegisterMap([Reg("a", 8, "rw", "", reset=5), Reg("wide", 40, "rw", ""),
+                        Reg("b", 20, "rw", "", reset=7)])
     regs = RegisterFile(rmap)
 
     class Dut(wiring.Component):
@@ -213,11 +269,14 @@ def test_rw_next_is_what_the_register_holds_next_cycle():
         def elaborate(self, platform):
             m = Module()
             regs.elaborate(m, self.csr, {})
-            regs.lock(m, ["wide"], self.locked)
+            regs.lock(m, ["wide", "b"], self.locked)
             self.predicted = {name: Signal(rmap[name].width, name=f"pred_{name}")
                               for name in ("a", "wide")}
             for name, pred in self.predicted.items():
                 m.d.sync += pred.eq(regs.rw_next(m, name))
+            # the sum of two registers' next values, made from registers (next_sum)
+            self.sum = Signal(21)
+            m.d.sync += self.sum.eq(regs.next_sum(m, "a", "b"))
             return m
 
     dut = Dut()
@@ -234,11 +293,27 @@ def test_rw_next_is_what_the_register_holds_next_cycle():
             await ctx.tick()
             for name, pred in dut.predicted.items():
                 checks.append((name, ctx.get(pred), ctx.get(regs.rw(name))))
+            checks.append(("a+b", ctx.get(dut.sum), ctx.get(regs.rw("a")) + ctx.get(regs.rw("b"))))
 
     run_testbench(dut, bench)
     wrong = [c for c in checks if c[1] != c[2]]
-    assert not wrong and len(checks) == 800
+    assert not wrong and len(checks) == 1200
     assert len({value for name, value, _ in checks if name == "wide"}) > 50   # it did move
+    # the sum moved with writes of either register, locked ones refused
+    assert len({c[1] for c in checks if c[0] == "a+b"}) > 100
+
+
+def test_next_sum_refuses_registers_it_cannot_sum():
+    from amaranth import Module
+    from amaranth.lib import wiring
+    rmap = RegisterMap([Reg("a", 8, "rw", ""), Reg("wide", 40, "rw", ""), Reg("r", 8, "ro", "")])
+    regs = RegisterFile(rmap)
+    m = Module()
+    regs.elaborate(m, csr_signature(rmap.addr_bits).flip().create(), {"r": 0})
+    for other in ("wide", "r"):
+        with pytest.raises(ValueError, match=rf"^next_sum needs two one-word rw registers, not "
+                                             rf"'a' and '{other}'$"):
+            regs.next_sum(m, "a", other)
 
 
 def test_register_fields_place_encode_decode_and_refuse():

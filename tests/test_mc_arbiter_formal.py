@@ -46,8 +46,9 @@ APARAMS = ArbiterParams(depth=4, calib_rows=2)
 class PolicySpec(Elaboratable):
     """The decision logic alone, for all time: any traffic, room and dequeues, the MCQ's level
     following the issues and dequeues, any configuration (``AnyConst``) written in the first
-    cycle (the registers hold their reset values before), and a calibration that writes any
-    threshold (``AnyConst``) in any cycles (``AnySeq``), after which the threshold is its."""
+    cycle (the registers hold their reset values before), and the threshold a register that
+    the host (any value, ``AnySeq``) and a calibration (any value, never with the host's)
+    write in any cycles."""
 
     def elaborate(self, platform):
         m = Module()
@@ -56,23 +57,35 @@ class PolicySpec(Elaboratable):
             m.d.comb += sig.eq(AnySeq(len(sig)))
         first = Signal(init=1)
         m.d.sync += first.eq(0)
-        calib_thr = AnyConst(len(core.threshold))
-        calibrated = Signal()           # a calibration has written the threshold
-        m.d.comb += [core.calib_write.eq(AnySeq(1)), core.threshold_calib.eq(calib_thr)]
-        m.d.sync += calibrated.eq(calibrated | core.calib_write)
-        for sig, nxt, init in ((core.threshold, core.threshold_next, core.threshold_init),
-                               (core.starve_limit, core.starve_limit_next, 64)):
-            value = AnyConst(len(sig))
-            if sig is core.threshold:
-                value = Mux(calibrated, calib_thr, value)
-            m.d.comb += [sig.eq(Mux(first, init, value)), nxt.eq(value)]
-        m.d.comb += core.policy.eq(AnyConst(2))
         depth = APARAMS.depth
+        # the threshold register and its writers
+        threshold = Signal(len(core.threshold), init=core.threshold_init)
+        host = AnySeq(len(threshold))
+        rows = [AnySeq(len(threshold)) for _ in range(APARAMS.calib_rows)]
+        pick = AnySeq(APARAMS.calib_rows)     # the row the calibration chose: one-hot
+        calib = Signal.like(threshold)
+        m.d.comb += calib.eq(sum(Mux(pick[k], rows[k], 0) for k in range(len(rows))))
+        host_write, calib_write = AnySeq(1), AnySeq(1)
+        m.d.comb += [core.threshold.eq(threshold), core.threshold_host.eq(host),
+                     core.threshold_host_write.eq(host_write), core.calib_pick.eq(pick),
+                     *(core.threshold_calib[k].eq(rows[k]) for k in range(len(rows))),
+                     core.calib_write.eq(calib_write),
+                     Assume(~(host_write & calib_write)), Assume(~host_write | (host <= depth)),
+                     Assume(~calib_write | ((pick != 0) & ((pick & (pick - 1)) == 0))),
+                     *(Assume(~calib_write | ~pick[k] | (rows[k] <= depth))
+                       for k in range(len(rows)))]
+        with m.If(calib_write):
+            m.d.sync += threshold.eq(calib)
+        with m.Elif(host_write):
+            m.d.sync += threshold.eq(host)
+        value = AnyConst(len(core.starve_limit))
+        m.d.comb += [core.starve_limit.eq(Mux(first, 64, value)),
+                     core.starve_limit_next.eq(value)]
+        m.d.comb += core.policy.eq(AnyConst(2))
         level = Signal(range(depth + 1))
         m.d.sync += level.eq(level + (core.issue_compute | core.issue_comm) - core.dequeue)
         m.d.comb += [core.level.eq(level), Assume(~core.dequeue | (level != 0)),
-                     Assume(level <= depth), Assume(~core.room | (level < depth)),
-                     Assume(core.threshold_next <= depth), Assume(calib_thr <= depth)]
+                     Assume(level <= depth), Assume(~core.room | (level < depth))]
         # the flags are the comparisons they stand for, in every cycle
         m.d.comb += [
             Assert(core.below == (core.level < core.threshold)),
@@ -155,6 +168,9 @@ class ArbiterSpec(Elaboratable):
             Assert(level == dut.mcq.level + dut.enq_pending),
             Assert(~dut.enq_pending | dut.mcq.w_rdy),
         ]
+        if dut.mcq_ram == "lut":        # the LUT-RAM queue's readies, registers kept with it
+            m.d.comb += [Assert(dut.mcq.w_rdy == (dut.mcq.level != APARAMS.depth)),
+                         Assert(dut.mcq.r_rdy == (dut.mcq.level != 0))]
         m.d.comb += [
             Assert(core.below == (level < dut.regfile.rw("threshold"))),
             Assert(core.starved == ((core.starve_limit != 0) &

@@ -39,6 +39,18 @@ def test_random_traffic_matches_the_model(policy, depth):
     assert run.regs["peak_occupancy"] == depth           # the backpressure filled the MCQ
 
 
+@pytest.mark.parametrize("depth", [4, 33])
+def test_the_mcq_in_lut_ram_or_block_ram_times_the_same(depth):
+    """The MCQ's two kinds of storage (``mcq_ram``), under the same random traffic and
+    backpressure: every request leaves ``o`` in the same cycle, and the model agrees."""
+    aparams = ArbiterParams(depth=depth)
+    runs = [check_arbiter(aparams, dict(policy=Policy.MCA, threshold=min(4, depth),
+                                        starve_limit=6), seed=depth + 50, mcq_ram=kind)
+            for kind in ("lut", "block")]
+    assert runs[0].dequeued == runs[1].dequeued and runs[0].cycles == runs[1].cycles
+    assert runs[0].regs["peak_occupancy"] == depth
+
+
 def test_mca_starvation_limit_forces_issues_and_bounds_the_wait():
     # compute always valid: without the starvation limit, communication would never go
     aparams = ArbiterParams(depth=8)

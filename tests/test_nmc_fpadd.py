@@ -103,8 +103,9 @@ def test_the_check_can_fail():
         check_fpadd(fmt, a, b, want=reference_sum(fmt, a, np.roll(b, 1)))
 
 
+@pytest.mark.parametrize("of_zero", [True, False])
 @pytest.mark.parametrize("width", [1, 2, 3, 5, 8, 12, 14, 15, 27, 28])
-def test_leading_zero_count(width):
+def test_leading_zero_count(width, of_zero):
     # the adder's normalising count (a tree of pairs), against Python's bit_length: every
     # value up to 12 bits; above, zero, every power of two, every all-ones tail and random
     # values with their top bit at every position
@@ -116,7 +117,7 @@ def test_leading_zero_count(width):
 
         def elaborate(self, platform):
             m = Module()
-            m.d.comb += self.n.eq(leading_zeros(m, self.x))
+            m.d.comb += self.n.eq(leading_zeros(m, self.x, of_zero=of_zero))
             return m
 
     rng = np.random.default_rng(width)
@@ -128,7 +129,7 @@ def test_leading_zero_count(width):
     dut, wrong = Counter(), []
 
     async def bench(ctx):
-        for v in values:
+        for v in values if of_zero else [v for v in values if v]:   # a zero's: any
             ctx.set(dut.x, v)
             if ctx.get(dut.n) != width - v.bit_length():
                 wrong.append((v, ctx.get(dut.n)))

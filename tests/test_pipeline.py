@@ -10,11 +10,11 @@ import random
 
 import pytest
 
-from amaranth import Module, Value
+from amaranth import Module, Signal, Value
 from amaranth.lib import data
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 
-from hw.pipeline import BypassFIFO, SkidBuffer, WriteAheadFIFO
+from hw.pipeline import BypassFIFO, SkidBuffer, WriteAheadFIFO, WriteAheadSyncFIFO
 from hw.testing import run_testbench
 
 
@@ -84,6 +84,51 @@ def test_skid_buffer_refuses_fields_it_does_not_have():
         SkidBuffer(FIELDS, registered_out=("mid",))
     with pytest.raises(TypeError, match=r"^registered_out names fields, but 16 has none$"):
         SkidBuffer(16, registered_out=("low",))
+
+
+@pytest.mark.parametrize("registered_out", [True, ("low",)],
+                         ids=["registered", "one-field-registered"])
+@pytest.mark.parametrize("valid_p,ready_p", [(0.5, 0.5), (0.9, 0.3), (1, 1)])
+def test_skid_buffer_ahead_is_fn_of_the_head_against_last_cycles_state(valid_p, ready_p,
+                                                                       registered_out):
+    """``ahead``: whenever ``o.valid``, ``o_ahead`` is ``fn`` of the head's field as ``fn``
+    saw it in the cycle before -- here ``low`` plus a counter that moves every cycle, so a
+    value made in any other cycle, or of another beat, differs."""
+    top = Module()
+    step = Signal(5)
+    top.d.sync += step.eq(step + 3)
+    dut = SkidBuffer(FIELDS, registered_out=registered_out,
+                     ahead=(5, lambda f: (f["low"] + step)[:5]))
+    top.submodules.dut = dut
+    rng = random.Random(int(valid_p * 10 + ready_p * 100))
+    checked = []
+
+    async def bench(ctx):
+        value = 0
+        for cycle in range(500):
+            ctx.set(dut.i.valid, rng.random() < valid_p)
+            ctx.set(Value.cast(dut.i.payload), value)
+            ctx.set(dut.o.ready, rng.random() < ready_p)
+            if ctx.get(dut.o.valid):
+                low = ctx.get(dut.o.payload.low)
+                # the counter one cycle back (it moves by 3 a cycle)
+                assert ctx.get(dut.o_ahead) == (low + ctx.get(step) - 3) % 32, cycle
+                checked.append(cycle)
+            if ctx.get(dut.i.valid) and ctx.get(dut.i.ready):
+                value = (value + 7) & 0xFFFF
+            await ctx.tick()
+
+    run_testbench(top, bench)
+    assert len(checked) > 100
+
+
+def test_skid_buffer_refuses_ahead_without_its_registers():
+    with pytest.raises(ValueError, match=r"^ahead needs registered_out: fn reads the head's "
+                                         r"registers$"):
+        SkidBuffer(FIELDS, ahead=(1, lambda f: f["low"][0]))
+    with pytest.raises(TypeError, match=r"^ahead passes fn the payload's fields, but 16 has "
+                                        r"none$"):
+        SkidBuffer(16, registered_out=True, ahead=(1, lambda f: 0))
 
 
 def run_bypass_fifo(depth, w_p, r_p, cycles=800, seed=1, dut_cls=BypassFIFO, ref_cls=SyncFIFO):
@@ -174,3 +219,25 @@ def test_read_ahead_fifo_is_sync_fifo_buffered(depth, w_p, r_p):
 def test_write_ahead_fifo_refuses_a_depth_below_two():
     with pytest.raises(ValueError, match="WriteAheadFIFO depth must be at least 2, not 1"):
         WriteAheadFIFO(width=4, depth=1)
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 8, 32])
+@pytest.mark.parametrize("w_p,r_p", [(0.5, 0.5), (0.9, 0.3), (0.3, 0.9), (1, 1), (0.8, 0.8)])
+def test_write_ahead_sync_fifo_is_sync_fifo(depth, w_p, r_p):
+    """The LUT RAM written in every cycle with room, a beat offered or not, changes nothing a
+    user sees: cycle for cycle the ports of ``SyncFIFO`` (the data, and the offered ``w_data``
+    changing every cycle, so a slot written ahead and not taken would show)."""
+    counts = run_bypass_fifo(depth, w_p, r_p, seed=depth * 3000 + int(w_p * 10 + r_p * 100),
+                             dut_cls=WriteAheadSyncFIFO)
+    assert counts["out"] > 100
+    assert 0 <= counts["in"] - counts["out"] <= depth
+
+
+def test_write_ahead_sync_fifo_passes_a_beat_every_cycle():
+    counts = run_bypass_fifo(4, 1, 1, cycles=100, dut_cls=WriteAheadSyncFIFO)
+    assert (counts["in"], counts["out"], counts["both_cycles"]) == (100, 99, 99)
+
+
+def test_write_ahead_sync_fifo_refuses_a_depth_below_one():
+    with pytest.raises(ValueError, match="^WriteAheadSyncFIFO depth must be at least 1, not 0$"):
+        WriteAheadSyncFIFO(width=4, depth=0)

@@ -30,11 +30,12 @@ P = T3Params()
 class _TwoBlocks(wiring.Component):
     """An AXI4-Lite port in front of two register files (windows of 4 words)."""
 
-    def __init__(self, registered=False):
-        self.a = RegisterMap([Reg("x", 32, "rw", "x"), Reg("y", 8, "rw", "y")])
+    def __init__(self, registered=False, latency_a=1):
+        self.a = RegisterMap([Reg("x", 32, "rw", "x"), Reg("y", 8, "rw", "y")],
+                             read_latency=latency_a)
         self.b = RegisterMap([Reg("z", 40, "rw", "z")])
-        self.dec = CSRDecoder(2, [("a", self.a.addr_bits), ("b", self.b.addr_bits)],
-                              registered=registered)
+        self.dec = CSRDecoder(2, [("a", self.a.addr_bits, self.a.read_latency),
+                                  ("b", self.b.addr_bits)], registered=registered)
         super().__init__({"axil": In(axil_signature(self.dec.addr_bits + 2))})
 
     def elaborate(self, platform):
@@ -50,8 +51,13 @@ class _TwoBlocks(wiring.Component):
 
 
 @pytest.mark.parametrize("registered", [False, True])
-def test_axi_lite_reaches_each_block_and_refuses_partial_writes(registered):
-    dut = _TwoBlocks(registered)
+@pytest.mark.parametrize("latency_a", [1, 2])
+def test_axi_lite_reaches_each_block_and_refuses_partial_writes(registered, latency_a):
+    """Block ``a`` answering one or two cycles after an address, ``b`` one (its answer
+    delayed to match): every read reaches the word written, behind a plain or registered
+    decoder."""
+    dut = _TwoBlocks(registered, latency_a)
+    assert dut.dec.read_latency == latency_a + registered
     seen = {}
 
     async def bench(ctx):
@@ -73,6 +79,14 @@ def test_axi_lite_reaches_each_block_and_refuses_partial_writes(registered):
     assert seen[0x10] == (0x12345678, OKAY) and seen[0x14] == (0xFF, OKAY)
     assert seen[0xC] == (0, OKAY) and seen[0x1C] == (0, OKAY)
     assert seen["bad"] == (0, SLVERR)
+
+
+def test_decoder_and_bridge_refuse_latencies_they_cannot_keep():
+    with pytest.raises(ValueError, match=r"^block 'a': a read latency of 1 or 2 cycles, not "
+                                         r"\('a', 2, 3\)$"):
+        CSRDecoder(2, [("a", 2, 3)])
+    with pytest.raises(ValueError, match=r"^read_latency must be 1 to 8 cycles, not 0$"):
+        AXILiteToCSR(6, 0)
 
 
 def test_a_registered_decoder_has_no_path_from_its_bus_to_a_block():

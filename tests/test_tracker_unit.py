@@ -7,12 +7,12 @@ import pytest
 
 from hw.interfaces import ElemType, mem_request_layout, pack
 from hw.params import T3Params
-from hw.testing import reg_read, reg_write, run_testbench, stream_put
+from hw.testing import csr_write, reg_read, reg_write, run_testbench, stream_put
 from sim.blocks.tracker.amaranth_sim import simulate_tracker
 from sim.blocks.tracker.traffic import random_regions, request, ring_step_traffic, tile_traffic
 from tracker.config import CMD, CTRL, STAT_REGISTERS, Region, Status, TrackerParams
 from tracker.model import TRIGGER_LATENCY, TrackerModel, check_run
-from tracker.rtl import Tracker
+from tracker.rtl import TRIGGER_QUEUE, Tracker
 
 
 PARAMS = T3Params(wg_id_bits=8)
@@ -376,6 +376,134 @@ def test_a_region_whose_tiles_all_fired_takes_reprogramming():
     assert fired == [first[1].trigger["addr"], second[1].trigger["addr"]] == \
         [old.base + 0x40, new.base]
     assert seen["triggers"] == 2
+
+
+def test_an_access_taken_with_a_region_write_locks_the_region():
+    """An access to region 0 and a write of region 0's base offered in the same cycle: the
+    Tracker takes the access in that cycle, classified by the registers as they were, and
+    refuses the write (``region_busy``, one error), as the model does with the access first:
+    the tile it opened stays under the old base.  A Tracker that paused its input for the write
+    would take the access after it, under the new base; one whose lock did not look at the
+    input would take both, and the open tile would complete under settings it was not opened
+    with."""
+    old, new = OLD_REGION, NEW_REGION
+    access = request(PARAMS, old.base + 0x40, FULL, ElemType.FP16, 1, 0)
+    model = TrackerModel(PARAMS, REPROG_TPARAMS, [old])
+    dut = Tracker(PARAMS, REPROG_TPARAMS)
+    seen = {}
+
+    async def bench(ctx):
+        await start_on(ctx, dut, old)
+        (addr, word), = dut.regs.word_writes("region0_base", new.base)
+        ctx.set(dut.i.payload.as_value(), pack(mem_request_layout(PARAMS), access))
+        ctx.set(dut.i.valid, 1)
+        ctx.set(dut.csr.addr, addr)
+        ctx.set(dut.csr.w_data, word)
+        ctx.set(dut.csr.w_stb, 1)
+        seen["taken_with_the_write"] = ctx.get(dut.i.ready)
+        await ctx.tick()
+        ctx.set(dut.i.valid, 0)
+        ctx.set(dut.csr.w_stb, 0)
+        for _ in range(TRIGGER_LATENCY + 1):
+            await ctx.tick()
+        for name in ("status", "errors", "region0_base", "occupancy", "tracked"):
+            seen[name] = await reg_read(ctx, dut.csr, dut.regs, name)
+
+    run_testbench(dut, bench)
+    assert model.access(access).kind == "count"
+    assert not model.set_region(0, new, writes=1)
+    assert seen["taken_with_the_write"] == 1
+    assert seen["region0_base"] == old.base
+    assert seen["status"] == Status.REGION_BUSY == model.status
+    assert seen["errors"] == 1 == model.counters["errors"]
+    assert seen["occupancy"] == 1 == model.occupancy and seen["tracked"] == 1
+
+
+@pytest.mark.parametrize("after", [1, 2, 3, 4, 5])
+def test_a_region_write_while_its_access_is_in_the_pipeline_is_refused(after):
+    """A threshold-1 access (it fires and opens no tile) is in stages 1-3 for the three cycles
+    after its handshake: a write of its region's base ``after`` cycles after the handshake is
+    refused while it is there and in the cycle after (the lock's term for the stages is a
+    register of the last cycle's: ``region_busy``, one error), and taken from then on."""
+    tparams = TrackerParams(sets=1, ways=1, regions=1)
+    region = Region(0x1000, 0x1000, 1, 1)
+    access = request(PARAMS, region.base, 0b11, ElemType.FP16, 1, 0)
+    dut = Tracker(PARAMS, tparams)
+    seen = {}
+
+    async def bench(ctx):
+        await start_on(ctx, dut, region)
+        await stream_put(ctx, dut.i, pack(mem_request_layout(PARAMS), access))
+        for _ in range(after - 1):
+            await ctx.tick()
+        (addr, word), = dut.regs.word_writes("region0_base", 0x4000)
+        await csr_write(ctx, dut.csr, addr, word)
+        for _ in range(TRIGGER_LATENCY + 2):
+            await ctx.tick()
+        for name in ("status", "errors", "region0_base", "triggers"):
+            seen[name] = await reg_read(ctx, dut.csr, dut.regs, name)
+
+    run_testbench(dut, bench)
+    refused = after <= 4
+    assert seen["triggers"] == 1
+    assert seen["region0_base"] == (region.base if refused else 0x4000)
+    assert (seen["status"], seen["errors"]) == ((Status.REGION_BUSY, 1) if refused else (0, 0))
+
+
+def test_trigger_backpressure_fills_the_queue_then_holds_the_input():
+    """Threshold-1 tiles (every access fires) offered every cycle while ``o`` takes nothing:
+    the Tracker takes exactly ``TRIGGER_QUEUE`` accesses, one a cycle, every one of whose
+    triggers then waits in the queue, and holds the next at the input (each cycle counted in
+    ``stall_out``); released, ``o`` gives the triggers one a cycle in order and the input moves
+    on, nothing lost.  With ``o`` always ready, the same traffic is taken one access a cycle.
+    A room check one entry short takes a ninth access while ``o`` holds (and overflows the
+    queue)."""
+    tparams = TrackerParams(sets=4, ways=1, regions=1)
+    region = Region(0x1000, 0x1000, 1, 1)
+    n = 3 * TRIGGER_QUEUE
+    requests = [request(PARAMS, region.base + 32 * k, 0b11, ElemType.FP16, k, k % 8)
+                for k in range(n)]
+    model = TrackerModel(PARAMS, tparams, [region])
+    outcomes = [model.access(r) for r in requests]
+    dut = Tracker(PARAMS, tparams)
+    words = [pack(mem_request_layout(PARAMS), r) for r in requests]
+    taken, triggers, seen = [], [], {}
+    hold = 40                   # cycles o is not ready, from the first offer
+
+    async def bench(ctx):
+        await start_on(ctx, dut, region)
+        ctx.set(dut.o.ready, 0)
+        index = cycle = 0
+        while index < n or ctx.get(dut.o.valid) or cycle < hold + 8:
+            ctx.set(dut.o.ready, cycle >= hold)
+            if index < n:
+                ctx.set(dut.i.payload.as_value(), words[index])
+            ctx.set(dut.i.valid, index < n)
+            _, _, i_ready, o_valid, o_ready, o_payload = await ctx.tick().sample(
+                dut.i.ready, dut.o.valid, dut.o.ready, dut.o.payload.addr)
+            if index < n and i_ready:
+                taken.append(cycle)
+                index += 1
+            if o_valid and o_ready:
+                triggers.append((cycle, o_payload))
+            cycle += 1
+            if cycle == hold:
+                seen["taken_in_hold"] = len(taken)
+        ctx.set(dut.i.valid, 0)
+        seen["stall_out"] = await reg_read(ctx, dut.csr, dut.regs, "stall_out")
+
+    run_testbench(dut, bench)
+    assert seen["taken_in_hold"] == TRIGGER_QUEUE
+    assert taken[:TRIGGER_QUEUE] == list(range(TRIGGER_QUEUE))
+    # offered in every cycle until the last is taken: every cycle not taking one refused it
+    assert taken[TRIGGER_QUEUE] > hold and seen["stall_out"] == taken[-1] + 1 - n
+    assert [addr for _, addr in triggers] == [o.trigger["addr"] for o in outcomes]
+    out = [cycle for cycle, _ in triggers]
+    assert out[:TRIGGER_QUEUE] == list(range(hold, hold + TRIGGER_QUEUE))
+    # o always ready: one access a cycle
+    run = simulate_tracker(PARAMS, tparams, [region], requests)
+    assert run.taken == list(range(run.taken[0], run.taken[0] + n))
+    assert [t["addr"] for _, t in run.triggers] == [o.trigger["addr"] for o in outcomes]
 
 
 def test_model_fires_each_tile_exactly_once():

@@ -102,7 +102,8 @@ STATUS = Reg("status", None, "w1c", "errors and state", fields=(
                                  "counted"),
     Field("bad_access", doc="mask empty or not whole elements, or address not beat aligned"),
     Field("region_busy", doc="a write to a region's registers while it has open tiles (or "
-                             "an access to it in flight); ignored: flush first"),
+                             "an access to it in flight, or a tracked write waits at the "
+                             "input); ignored: flush first"),
     Field("flushing", lsb=8, live=True,
           doc="the table is being cleared (after reset or a flush)")))
 
@@ -260,7 +261,8 @@ def tracker_registers(params: T3Params, tparams: TrackerParams):
         Reg("tracked", 32, "ro", "accesses counted into a tile"),
         Reg("triggers", 32, "ro", "triggers fired"),
         Reg("stall_full", 32, "ro", "cycles the head access waited for a way in a full set"),
-        Reg("stall_out", 32, "ro", "cycles the head access waited for the trigger output"),
+        Reg("stall_out", 32, "ro", "cycles an access waited at the input for room in the "
+                                   "trigger queue"),
         Reg("occupancy", 32, "ro", "valid entries now"),
         Reg("peak_occupancy", 32, "ro", "most valid entries at once since the counters were "
                                         "cleared (it follows `occupancy` a cycle later)"),

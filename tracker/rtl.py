@@ -8,7 +8,7 @@ output tile, the local, remote and DMA element updates, and emits a trigger when
 import operator
 from functools import reduce
 
-from amaranth import Module, Signal, Cat, Mux, C
+from amaranth import Array, Module, Signal, Cat, Mux, C
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -20,11 +20,17 @@ from hw.params import T3Params
 from .config import TrackerParams, UPDATES_BITS, tracker_registers
 
 
-__all__ = ["Tracker", "COUNTER_BITS"]
+__all__ = ["Tracker", "COUNTER_BITS", "TRIGGER_QUEUE"]
 
 
 #: Width of the statistics counters; they saturate at ``2**COUNTER_BITS - 1``.
 COUNTER_BITS = 32
+
+#: Triggers the output queue holds.  The input takes an access only while the queue holds
+#: fewer than ``TRIGGER_QUEUE - 3``, so that it has room for a trigger from it and from every
+#: access ahead of it in the pipeline (three stages, the access taken among them); with the
+#: queue drained as fast as it fills (one a cycle) the input is never refused: at least 5.
+TRIGGER_QUEUE = 8
 
 
 def entry_layout(params: T3Params, tparams: TrackerParams):
@@ -54,10 +60,12 @@ class Tracker(wiring.Component):
         falls in a programmed region (the lowest-numbered region wins; the driver refuses
         overlaps).  Its increment is the number of elements its byte ``mask`` enables for
         ``etype``.  Every other access passes untouched.  ``i.ready`` is low while the table is
-        flushed, in the cycle of a region register write and the next (the region's end address
-        and threshold are registers), and while the head access is held (below).
+        flushed, in the cycle after a region register write (the region's end address and
+        threshold, registers, are computed then; an access taken in the write's own cycle is
+        classified by the registers as they were), and while the head access is held (below).
     o : Out(stream.Signature(hw.interfaces.trigger_layout(params, tparams.regions)))
-        One trigger per completed tile, in the order of the completing accesses.
+        One trigger per completed tile, in the order of the completing accesses, from a queue
+        of :data:`TRIGGER_QUEUE` triggers (``o.valid`` and ``o.payload`` are registers).
     csr : In(csr_signature(...))
         Register file (:func:`tracker.config.tracker_registers`; see :mod:`hw.csr` for timing).
 
@@ -76,13 +84,15 @@ class Tracker(wiring.Component):
     cycle, else from the write of the previous advance, else from the row as read
     (forwarding): the Tracker takes **one access per cycle, back-to-back accesses to the same
     entry included**.  A trigger is valid on ``o`` **4 cycles** after the handshake of the
-    access that completed the tile (registered output).  ``i.ready`` depends on registers
-    and ``o.ready`` only.
+    access that completed the tile, when the trigger queue before it is empty.  ``i.ready``
+    depends on registers only.
 
-    The access in stage 3 is held, and ``i.ready`` drops, when it fires but ``o`` still holds an
-    unaccepted trigger (counted in ``stall_out``), or when it opens a new tile in a set with no
-    free way (``stall_full``; ``status.set_full`` latches); the accesses behind it wait in
-    stages 1 and 2. A held access is neither dropped nor counted twice. Since ways free only
+    Backpressure on ``o`` fills the trigger queue: ``i.ready`` drops while the queue holds
+    ``TRIGGER_QUEUE - 3`` triggers or more, which leaves room for a trigger of every access in
+    the pipeline and of one more (the cycles an access so waits at ``i`` count in
+    ``stall_out``), so stage 3 never waits for ``o``.  The access in stage 3 is held, and ``i.ready`` drops, when it opens a new tile in a
+    set with no free way (``stall_full``; ``status.set_full`` latches); the accesses behind it
+    wait in stages 1 and 2. A held access is neither dropped nor counted twice. Since ways free only
     when a tile completes, and the accesses that complete tiles queue behind the held one, a
     full set deadlocks the input: :func:`tracker.config.check_schedule` refuses every schedule
     that can fill a set, so a configuration accepted by the driver never meets it, and one that
@@ -97,7 +107,8 @@ class Tracker(wiring.Component):
 
     A tile whose trigger fired frees its entry; a later update with the same ``wg_id`` and
     ``wf_id`` opens a new tile (the next kernel reuses the ids).  A region's registers cannot
-    change while it has open tiles or an access to it is in the pipeline: such a write is
+    change while it has open tiles or an access to it is in the pipeline, nor while a
+    tracked write waits at ``i`` (which takes it in the write's cycle): such a write is
     ignored, latches ``status.region_busy`` and counts in ``errors`` (an open tile would
     otherwise complete under the next kernel's settings, early and at its old address).  The
     driver flushes the table between kernels.
@@ -159,9 +170,12 @@ class Tracker(wiring.Component):
         in_region = Signal(tp.regions)
         # Each region's end address and threshold (a product) are registers of their own,
         # computed from the region registers in the cycle after a write.  The input pauses in
-        # the cycle of a region register write and the next (``settle``): no access meets a
-        # stale end or threshold, and none is classified by a region being rewritten (so the
-        # region lock below need not look at the input).
+        # that cycle (``settle``), so no access meets a stale end or threshold; an access taken
+        # in the write's own cycle meets the registers as they were (the write lands at its
+        # end), and the region lock below refuses a write to the region such an access falls
+        # in.  (With the input paused in the write's cycle as well, the register decoder's
+        # address reached ``i.ready`` through the write strobes' decode: the node's longest
+        # path at two placements, 12.3 ns.)
         region_write = Signal()
         settle = Signal()
         m.d.comb += region_write.eq(Cat(*(regs.write_strobe(f"region{r}_{f}")
@@ -222,8 +236,17 @@ class Tracker(wiring.Component):
         s1_wg_id = Signal(p.wg_id_bits)
         s1_wf_id = Signal(p.wf_id_bits)
         take = self.i.valid & self.i.ready
+        # the trigger queue's room for this access's trigger and those ahead of it (the three
+        # stages, each of which may fire one), a register: fewer than TRIGGER_QUEUE - 3
+        # queued.  (Stage 3 waited for ``o``, and through the pipeline's hold the trigger
+        # register's valid reached the enables of every stage's registers, the table's read
+        # and the input slice's head: the node's longest path at two placements, 11.3-11.9
+        # ns, 9.8-10.1 of it wires; the room counted from the stages' valids, a sum, into the
+        # slice's head was the next, 11.4 ns.)
+        q_level = Signal(range(TRIGGER_QUEUE + 1), name="trig_level")
+        q_room = Signal(init=1, name="trig_room")
         m.d.comb += [
-            self.i.ready.eq(advance & ~flushing & ~settle & ~region_write),
+            self.i.ready.eq(advance & ~flushing & ~settle & q_room),
             rd.addr.eq(req.wg_id[:tp.set_bits]),
             rd.en.eq(advance),
         ]
@@ -291,7 +314,16 @@ class Tracker(wiring.Component):
         s3_full = Signal()       # opens a tile in a set with no free way: held
         s3_write = Signal(ways)  # the way it writes when it moves on (one-hot, or none)
         s3_new_rem = Signal(tp.count_bits)
+        # the tile's start is chosen from registers in stage 3: the hit tile's start if it
+        # starts below the access (``s3_earlier``), else the access's beat (the choice at
+        # the end of stage 2, after the ways' compares, fanned its select out to every bit of
+        # the start register: stage 2's address into stage 3's start was the node's longest
+        # path at one placement, 11.2 ns)
+        s3_earlier = Signal()
+        s3_hit_start = Signal(beat_addr_bits)
+        s3_addr = Signal(beat_addr_bits)
         s3_start = Signal(beat_addr_bits)
+        m.d.comb += s3_start.eq(Mux(s3_earlier, s3_hit_start, s3_addr))
         s3_set = Signal(range(tp.sets))
         s3_tag = Signal(entry["tag"].shape)
         s3_region = Signal(tp.region_bits)
@@ -303,10 +335,11 @@ class Tracker(wiring.Component):
         over, overflow, fire = s3_over, s3_overflow, s3_fire
         error = s3_mismatch | over | overflow
         alloc = s3_count & ~error & ~fire & ~s3_hit
-        out_busy = s3_valid & fire & self.o.valid & ~self.o.ready
-        set_full = s3_valid & s3_full
-        s3_go = s3_valid & ~set_full & ~out_busy
-        m.d.comb += advance.eq(~s3_valid | s3_go)
+        # stage 3 waits only for a way (``s3_full`` implies ``s3_valid``: it is loaded with
+        # it and cleared with it): the pipeline's hold is one flip-flop
+        set_full = s3_full
+        s3_go = s3_valid & ~s3_full
+        m.d.comb += advance.eq(~s3_full)
 
         updated = Signal(entry)
         m.d.comb += [
@@ -431,10 +464,13 @@ class Tracker(wiring.Component):
 
         hit_rem = reduce(operator.or_, [Mux(match[w], w_rem[w], 0) for w in range(ways)])
         hit_start = reduce(operator.or_, [Mux(match[w], w_start[w], 0) for w in range(ways)])
-        start = Mux((match & earlier).any(), hit_start, s2_addr)
+        hit_earlier = (match & earlier).any()
         # ``start < s1_addr``, for stage 2's next access (``fwd_earlier``): each way's start and
         # stage 3's compared with it from registers, chosen as ``start`` is
-        s3_start_below = s3_start < s1_addr
+        # (both candidates compared in parallel and the compare chosen after, as the start is:
+        # the start's select fanned out to every bit ahead of the carry chain, then the ways'
+        # choice, was a node's path into ``fwd_earlier``, 11.8 ns)
+        s3_start_below = Mux(s3_earlier, s3_hit_start < s1_addr, s3_addr < s1_addr)
         start_below = reduce(operator.or_, [
             match[w] & Mux(fwd[w], s3_start_below, s2_row[w].start < s1_addr)
             for w in range(ways)])
@@ -457,12 +493,19 @@ class Tracker(wiring.Component):
                 s3_over.eq(to_over),
                 s3_overflow.eq(to_overflow),
                 s3_fire.eq(to_fire),
-                s3_write.eq(Mux(s2_valid & s2_count & ~to_mismatch & ~to_over & ~to_overflow &
-                                (hit | ~to_fire), Mux(hit, match, first_free), 0)),
-                s3_full.eq(s2_count & miss_alloc & ~hit & ~any_free),
+                # per way: the hit way's own flags, or the miss's allocation in the first free
+                # way (equal to choosing by the cross-way error flags, which took the ways'
+                # compares through the hit and three ORs into every bit: a node's path into
+                # ``s3_write``, 10.6 ns)
+                s3_write.eq(Mux(s2_valid & s2_count & ~s2_big,
+                                (match & ~w_mismatch & ~w_over) |
+                                Mux(~hit & miss_alloc, first_free, 0), 0)),
+                s3_full.eq(s2_valid & s2_count & miss_alloc & ~hit & ~any_free),
                 s3_new_rem.eq(Mux(hit, hit_rem, s2_miss_rem)),
-                s3_start.eq(start),
-                fwd_earlier.eq(Mux((match & earlier).any(), start_below, s2_addr < s1_addr)),
+                s3_earlier.eq(hit_earlier),
+                s3_hit_start.eq(hit_start),
+                s3_addr.eq(s2_addr),
+                fwd_earlier.eq(Mux(hit_earlier, start_below, s2_addr < s1_addr)),
                 s3_set.eq(s2_set),
                 s3_tag.eq(s2_tag),
                 s3_region.eq(s2_region),
@@ -470,26 +513,62 @@ class Tracker(wiring.Component):
                 s3_wf_id.eq(s2_wf_id),
             ]
 
-        # --- Trigger output register -----------------------------------------------------
-        with m.If(self.o.ready):
-            m.d.sync += self.o.valid.eq(0)
-        with m.If(s3_go & fire):
-            m.d.sync += [
-                self.o.valid.eq(1),
-                self.o.payload.wg_id.eq(s3_wg_id),
-                self.o.payload.wf_id.eq(s3_wf_id),
-                self.o.payload.addr.eq(Cat(C(0, p.beat_offset_bits), s3_start)),
-                self.o.payload.region.eq(s3_region),
-            ]
+        # --- Trigger queue ----------------------------------------------------------------
+        # registers: ``TRIGGER_QUEUE`` entries in a ring, and the head's copy on ``o`` with
+        # ``o.valid``, registers of their own.  A trigger pushed into an empty queue is on
+        # ``o`` in the next cycle, as from the former output register.  The input's room
+        # check keeps a push from ever finding the queue full.
+        trig = self.o.payload.shape()
+        q_entries = [Signal(trig, name=f"trig{k}") for k in range(TRIGGER_QUEUE)]
+        q_head = Signal(range(TRIGGER_QUEUE), name="trig_head")
+        q_tail = Signal(range(TRIGGER_QUEUE), name="trig_tail")
+        push = Signal()
+        pop = Signal()
+        pushed = Signal(trig)
+        m.d.comb += [
+            push.eq(s3_go & fire),
+            pop.eq(self.o.valid & self.o.ready),
+            pushed.wg_id.eq(s3_wg_id), pushed.wf_id.eq(s3_wf_id),
+            pushed.addr.eq(Cat(C(0, p.beat_offset_bits), s3_start)),
+            pushed.region.eq(s3_region),
+        ]
+
+        def after(ptr):
+            return Mux(ptr == TRIGGER_QUEUE - 1, 0, ptr + 1)
+        with m.If(push):
+            m.d.sync += q_tail.eq(after(q_tail))
+            for k in range(TRIGGER_QUEUE):
+                with m.If(q_tail == k):
+                    m.d.sync += q_entries[k].eq(pushed)
+        with m.If(pop):
+            m.d.sync += q_head.eq(after(q_head))
+        m.d.sync += [q_level.eq(q_level + push - pop),
+                     q_room.eq(q_level + push - pop < TRIGGER_QUEUE - 3)]
+        # the head on ``o``: the pushed trigger when no other is left in the queue, else the
+        # entry after the head when the head leaves, else as it is
+        next_head = Array(q_entries)[after(q_head)]
+        only = (q_level == 0) | ((q_level == 1) & pop)
+        with m.If(push & only):
+            m.d.sync += self.o.payload.eq(pushed)
+        with m.Elif(pop):
+            m.d.sync += self.o.payload.eq(next_head)
+        m.d.sync += self.o.valid.eq((q_level + push - pop) != 0)
 
         # --- Flush: clear one set per cycle ----------------------------------------------
         with m.If(start_flush):
             m.d.sync += [flushing.eq(1), flush_set.eq(0)]
         with m.Elif(flushing & set_full):
             # the flush discards the held access, and those behind it, with the table
-            m.d.sync += [s3_valid.eq(0), s2_valid.eq(0), s1_valid.eq(0)]
-        with m.If(flushing & ~start_flush & ~s1_valid & ~s2_valid & ~s3_valid):
+            m.d.sync += [s3_valid.eq(0), s2_valid.eq(0), s1_valid.eq(0), s3_full.eq(0)]
+        # the table's writes from registers alone: in the cycle of a flush command that
+        # restarts a flush the set is cleared too (every set is cleared again after it), and
+        # only the flush's own counters see the command (the register decoder's write strobe
+        # into the table's write data and enables was the node's longest path at one
+        # placement, 11.1 ns)
+        clearing = flushing & ~s1_valid & ~s2_valid & ~s3_valid
+        with m.If(clearing):
             m.d.comb += [wr.addr.eq(flush_set), wr.data.eq(0), wr.en.eq(-1)]
+        with m.If(clearing & ~start_flush):
             m.d.sync += flush_set.eq(flush_set + 1)
             with m.If(flush_set == tp.sets - 1):
                 m.d.sync += flushing.eq(0)
@@ -513,11 +592,24 @@ class Tracker(wiring.Component):
                 m.d.sync += opened.eq(0)
             with m.Elif(s3_go):     # (as the occupancy: the go enables, it adds nothing)
                 m.d.sync += opened.eq(opened + (alloc & here) - (fire & s3_hit & here))
-            busy = (opened != 0) | (s3_valid & s3_count & here) | \
+            # (and a tracked write at the input, which ``i`` takes in the cycle of a write,
+            # classified by the registers as they were: whatever its address, since the
+            # address compares into the lock were the node's longest path at one placement)
+            waiting = self.i.valid & wanted
+            in_stages = (s3_valid & s3_count & here) | \
                 (s2_valid & s2_count & (s2_region == r)) | \
                 (s1_valid & s1_count & (s1_region == r))
+            # the stages' term from a register of the last cycle's: an access in a stage now
+            # was a stage earlier then, or at the input, so with the input's term of now the
+            # lock refuses every write it refused before (a region whose last access leaves
+            # the pipeline is free a cycle later; stage 1's region choice through the lock into
+            # the region registers' enables was the Tracker's longest path in the node at one
+            # placement, 10.5 ns)
+            staged = Signal(name=f"region{r}_staged")
+            m.d.sync += staged.eq(in_stages | waiting)
             refused.append(regs.lock(m, [f"region{r}_{f}" for f in
-                                         ("base", "size", "tile_elems", "updates")], busy))
+                                         ("base", "size", "tile_elems", "updates")],
+                                     (opened != 0) | staged | waiting))
         region_busy = Signal()
         m.d.comb += region_busy.eq(Cat(*refused).any())
 
@@ -533,7 +625,9 @@ class Tracker(wiring.Component):
         accumulate(m, counters["errors"], errors, clear_counters)
         for name, event in (("accesses", take),
                             ("tracked", s3_go & s3_count & ~error), ("triggers", s3_go & fire),
-                            ("stall_full", set_full), ("stall_out", out_busy)):
+                            ("stall_full", set_full),
+                            ("stall_out", self.i.valid & advance & ~flushing & ~settle &
+                             ~q_room)):
             count(m, counters[name], event, clear_counters)
         # the peak follows the occupancy register a cycle later (from the next occupancy it put
         # the stall and fire decision, an adder and a compare on one path: the Tracker's longest)
@@ -547,5 +641,5 @@ class Tracker(wiring.Component):
                       if name.startswith(("s1_", "s2_", "s3_")) or name in (
                           "table", "rd", "flushing", "flush_set", "updated", "write", "fwd",
                           "same3", "same_tag3", "fwd_earlier", "advance", "occupancy", "settle", "region_regs",
-                          "take")}
+                          "take", "q_entries", "q_head", "q_tail", "q_level", "q_room")}
         return m

@@ -51,11 +51,20 @@ async def reset_and_program(dut, regs, registers, idle=()):
     dut.csr__w_stb.value = 0
 
 
-def random_pauses(probability, seed):
-    """Endless seeded iterator: ``True`` with ``probability`` each cycle."""
+def random_pauses(probability, seed, burst=1):
+    """Endless seeded iterator: ``True`` (pause) in a share ``probability`` of the cycles.  With
+    ``burst`` 1 each cycle on its own; with a larger ``burst`` the pauses come in runs of
+    ``burst`` cycles on average (a run ends with probability ``1 / burst`` each cycle), the
+    runs between them as long as the share asks: a backpressure that fills queues."""
     rng = random.Random(seed)
+    if burst <= 1:
+        while True:
+            yield rng.random() < probability
+    start = probability / (burst * (1 - probability)) if probability < 1 else 1.0
+    paused = False
     while True:
-        yield rng.random() < probability
+        paused = rng.random() >= 1 / burst if paused else rng.random() < start
+        yield paused
 
 
 class Bench:
@@ -222,7 +231,8 @@ class StreamMonitor(_StreamAgent):
 class CsrMaster:
     """Host side of a :func:`hw.csr.csr_signature` port: ``await write(addr, word)``,
     ``await read(addr)``; ``write_reg``/``read_reg`` take a register name of a
-    :class:`hw.csr.RegisterMap` and move all its words."""
+    :class:`hw.csr.RegisterMap` and move all its words.  A read's word is taken the map's
+    :attr:`~hw.csr.RegisterMap.read_latency` cycles after its address (1 without a map)."""
 
     def __init__(self, dut, prefix="csr", regs=None):
         self.addr = getattr(dut, f"{prefix}__addr")
@@ -230,6 +240,7 @@ class CsrMaster:
         self.w_data = getattr(dut, f"{prefix}__w_data")
         self.r_data = getattr(dut, f"{prefix}__r_data")
         self.regs = regs
+        self.latency = regs.read_latency if regs is not None else 1
         self.queue = collections.deque()
         self._current = None
         self._phase = 0
@@ -261,16 +272,16 @@ class CsrMaster:
         return self.regs.from_words(name, words)
 
     def on_edge(self, cycle):
-        # An op is driven for one cycle; a read's data is on r_data the cycle after.
+        # An op is driven for one cycle; a read's data is on r_data `latency` cycles after.
         if self._current is not None:
             kind, _, _, done, result = self._current
-            if kind == "w" or self._phase == 1:
+            if kind == "w" or self._phase == self.latency:
                 if kind == "r":
                     result.append(self._r_word)
                 done.set()
                 self._current = None
             else:
-                self._phase = 1
+                self._phase += 1
         if self._current is None and self.queue:
             self._current = self.queue.popleft()
             self._phase = 0
@@ -282,5 +293,5 @@ class CsrMaster:
             self.w_stb.value = 0
 
     def on_settle(self):
-        if self._current is not None and self._phase == 1:
+        if self._current is not None and self._phase == self.latency:
             self._r_word = int(self.r_data.value)

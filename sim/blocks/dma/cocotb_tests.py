@@ -430,6 +430,7 @@ async def run_combiner(dut):
     stores = random_remote_stores(params, rng, windows, cfg["stores"])
     want_beats = sum(len(b) for _, b in combine(params, dparams, windows, gpu, stores)[0])
     dut.gpu_id.value = gpu
+    dut.windows_written.value = 0
     target = Packer(target_layout(params, dparams))
     for k, w in enumerate(windows):
         getattr(dut, f"windows__{k}").value = target.pack(target_of(w))
@@ -443,7 +444,7 @@ async def run_combiner(dut):
     stalled = cfg["hdr_stall"] or cfg["data_stall"]
     hdrs.set_pause_generator(random_pauses(cfg["hdr_stall"], cfg["seed"] + 1))
     beats.set_pause_generator(random_pauses(cfg["data_stall"], cfg["seed"] + 2))
-    dropped_at = bench.add(PulseWatch(dut.events)).cycles
+    events = bench.add(PulseWatch(dut.events))     # [0] remote_range, [1] taken
     await bench.start()
     await bench.until(lambda: len(src.sent) == len(stores) and
                       len(beats.received) >= want_beats and
@@ -452,7 +453,12 @@ async def run_combiner(dut):
     await bench.cycles(2 * dparams.remote_flush + 8)
     assert sum(h["beats"] for _, h in hdrs.received) == want_beats == len(beats.received), \
         "more came out than the stores taken"
-    taken_at = [c for c, _ in src.sent]
+    # the cycles the stores were taken into the combining (its input slice's head), which
+    # the flush counts from; each a cycle after the port's at the earliest
+    taken_at = [c for c, v in zip(events.cycles, events.values) if v & 2]
+    dropped_at = [c for c, v in zip(events.cycles, events.values) if v & 1]
+    assert len(taken_at) == len(stores), f"{len(taken_at)} of {len(stores)} stores taken"
+    assert all(t > c for t, (c, _) in zip(taken_at, src.sent)), "taken before it came"
     runs, k = [], 0
     for _, h in hdrs.received:
         runs.append((h, [(b["data"], b["keep"]) for _, b in beats.received[k:k + h["beats"]]]))

@@ -30,17 +30,18 @@ class ArbiterRun:
 
 def simulate_arbiter(params, aparams, compute_src, comm_src, *, config=None, seed=0,
                      tap_stall=0.0, o_rate=1.0, drain_at=(), calib=None, max_cycles=100_000,
-                     vcd=None, threshold_writes=None):
+                     vcd=None, threshold_writes=None, mcq_ram=None):
     """Run the two sources to completion (or ``max_cycles``).
 
     ``config`` is a dict of :func:`mc_arbiter.config.register_values` arguments; ``o_rate`` the
     probability that ``o.ready`` is high in a cycle (the DRAM's service rate); ``drain_at`` the
     cycles with ``drain`` high; ``calib`` a ``(start, end)`` pair of cycles, or a list of
     them (windows one after another);
-    ``threshold_writes`` ``{cycle: value}`` host writes of ``threshold`` during the run.
+    ``threshold_writes`` ``{cycle: value}`` host writes of ``threshold`` during the run;
+    ``mcq_ram`` the arbiter's (:class:`mc_arbiter.rtl.MCArbiter`).
     """
     threshold_writes = threshold_writes or {}
-    dut = MCArbiter(params, aparams)
+    dut = MCArbiter(params, aparams, mcq_ram)
     packer = Packer(mem_request_layout(params))
     rng = random.Random(seed)
     record, dequeued, regs, state = [], [], {}, {}

@@ -66,14 +66,16 @@ class TrackerTB:
         return {name: await self.csr.read_reg(name) for name in STAT_REGISTERS}
 
 
-async def run_and_check(dut, requests, regions, in_gap=0.0, out_stall=0.0, seed=0):
-    """Run ``requests`` under random input gaps and output backpressure and score the run
-    against :class:`tracker.model.TrackerModel`.  Returns ``(tb, fires, regs)``."""
+async def run_and_check(dut, requests, regions, in_gap=0.0, out_stall=0.0, seed=0,
+                        out_burst=1):
+    """Run ``requests`` under random input gaps and output backpressure (in runs of
+    ``out_burst`` cycles on average) and score the run against
+    :class:`tracker.model.TrackerModel`.  Returns ``(tb, fires, regs)``."""
     tb = TrackerTB(dut, tb_config())
     if in_gap:
         tb.source.set_pause_generator(random_pauses(in_gap, seed))
     if out_stall:
-        tb.sink.set_pause_generator(random_pauses(out_stall, seed + 1))
+        tb.sink.set_pause_generator(random_pauses(out_stall, seed + 1, out_burst))
     model = TrackerModel(tb.params, tb.tparams, regions)
     outcomes = [model.access(r) for r in requests]
     await tb.start(regions)
