@@ -177,13 +177,10 @@ class FPAdd(Elaboratable):
         # The operands are ordered by their exponent fields alone, not by their whole
         # magnitudes: for different exponents the two orders agree; for equal ones the
         # order does not matter to a sum, and a difference is the close path's (below),
-        # which takes its magnitude whichever operand is larger.  Only the result's sign
-        # needs the larger magnitude, one bit from the whole compare; the mantissas' 2:1
-        # selects wait on an 8-bit compare, not a 31-bit one (the NMC operand register
-        # through an fp32 adder's whole compare into the swapped mantissas' registers was
-        # the node's worst path at one seed, 10.6 ns).
-        a_mag = Cat(a.fraction, a.exponent)
-        b_mag = Cat(b.fraction, b.exponent)
+        # which takes its magnitude whichever operand is larger, and whose borrow gives the
+        # result's sign.  The mantissas' 2:1 selects wait on an 8-bit compare, not a 31-bit
+        # one (the NMC operand register through an fp32 adder's whole compare into the
+        # swapped mantissas' registers was the node's worst path at one seed, 10.6 ns).
         exp_swap = b.exponent > a.exponent
         x = float_layout(fmt)(Signal(fmt.width))
         y = float_layout(fmt)(Signal(fmt.width))
@@ -208,8 +205,9 @@ class FPAdd(Elaboratable):
                      shift.eq(Mux(exp_swap, b_exp - a_exp, a_exp - b_exp))]
         subtract = Signal()
         x_sign = Signal()
-        # the sign of the larger magnitude (an exact cancellation's is the zero flag's)
-        m.d.comb += [subtract.eq(a.sign ^ b.sign), x_sign.eq(Mux(b_mag > a_mag, b.sign, a.sign))]
+        # x's sign; for a difference of equal exponents, the close path's borrow (below) says
+        # whether y is the larger magnitude and the result takes y's sign instead
+        m.d.comb += [subtract.eq(a.sign ^ b.sign), x_sign.eq(x.sign)]
 
         (x_mant, y_mant, x_exp, shift, subtract, x_sign, nan, inf, inf_sign, zero_sign) = cut(
             "swap", x_mant=x_mant, y_mant=y_mant, x_exp=x_exp, shift=shift, subtract=subtract,
@@ -255,11 +253,18 @@ class FPAdd(Elaboratable):
         m.d.comb += [x_minus_y.eq(x_al - y_close), y_minus_x.eq(y_close - x_al)]
         close_diff = Signal(W)
         m.d.comb += close_diff.eq(Mux(x_minus_y[W], y_minus_x[:W], x_minus_y[:W]))
+        # the sign of the larger magnitude (an exact cancellation's is the zero flag's): x's,
+        # unless the close path's x - y borrows (only with equal exponents: y is then the
+        # larger, of the other sign).  Taken from the borrow here, not from a whole-magnitude
+        # compare of the operands in the swap stage (an fp32 adder's operand through that
+        # 31-bit compare into the sign's register was a node's path at one seed of round 25)
+        sign = Signal()
+        m.d.comb += sign.eq(x_sign ^ (close & x_minus_y[W]))
 
         (x_al, y_in, cap, close, close_diff, subtract, x_sign, x_exp, nan, inf, inf_sign,
          zero_sign) = cut(
             "align", x_al=x_al, y_in=y_in, cap=cap, close=close, close_diff=close_diff,
-            subtract=subtract, x_sign=x_sign, x_exp=x_exp, nan=nan, inf=inf, inf_sign=inf_sign,
+            subtract=subtract, x_sign=sign, x_exp=x_exp, nan=nan, inf=inf, inf_sign=inf_sign,
             zero_sign=zero_sign)
 
         # --- add or subtract magnitudes -------------------------------------------------------
