@@ -300,9 +300,14 @@ class DMAEngine(wiring.Component):
         with m.If(job_taken):
             m.d.sync += job_v.eq(0)
 
+        could_take = Signal()
         with m.FSM(name="dispatch") as dispatch:
             with m.State("TAKE"):
-                with m.If(trig_head.o.valid & enable & ~forget_blocks & ~table_fresh):
+                # (not waiting on a ``forget``: the trigger taken is counted after it, in
+                # LOAD or later, as it would be a cycle later; with the wait, the register
+                # decoder's address through the forget strobe's decode reached the trigger
+                # head's ``o.valid``, a node's worst path at one seed, 10.4 ns)
+                with m.If(could_take):
                     m.d.comb += trig_head.o.ready.eq(1)
                     t_mode = data.View(MODE.layout, table("mode")[head.region])
                     m.d.sync += [
@@ -336,6 +341,10 @@ class DMAEngine(wiring.Component):
                     offset.eq(cur_offset),
                     c_shift.eq(c_dst - c_src),
                     granularity.eq(Mux(mode("granularity") == 0, 1, mode("granularity"))),
+                    # RELEASE's count, from its first slot: cleared here, whatever CHECK
+                    # decides (cleared by CHECK's decision to release, the decision, through
+                    # the range compare, reached its enables: a failing family of round 24's node)
+                    rel_k.eq(0),
                 ]
                 m.next = "CHECK"
             with m.State("CHECK"):
@@ -373,7 +382,7 @@ class DMAEngine(wiring.Component):
                         m.next = "TAKE"
                     with m.Else():
                         with m.If(held[c_idx] + 1 >= granularity):
-                            m.d.sync += [held[c_idx].eq(0), rel_k.eq(0)]
+                            m.d.sync += held[c_idx].eq(0)
                             m.d.comb += inc["blocks"].eq(1)
                             m.next = "RELEASE"
                         with m.Else():
@@ -387,6 +396,8 @@ class DMAEngine(wiring.Component):
                     m.d.sync += rel_k.eq(rel_k + 1)
                     with m.If(rel_k + 1 == granularity):
                         m.next = "TAKE"
+        m.d.comb += could_take.eq(dispatch.ongoing("TAKE") & trig_head.o.valid & enable &
+                                  ~table_fresh)
         with m.If(forget_blocks):           # after the FSM: a forget wins over a count
             for c in range(n):
                 m.d.sync += held[c].eq(0)
@@ -396,14 +407,8 @@ class DMAEngine(wiring.Component):
         # lower granularity): such a write is refused and latches status.cmd_busy.
         cmd_fields = ("mode", "src_base", "dst_base", "rows", "cols", "ld", "tile_rows",
                       "tile_cols")
-        # The head's term is TAKE's condition without its ``~forget_blocks``: a lock acts only
-        # in a cycle the host writes a command's word, when it writes no ``cmd`` (one word a
-        # cycle), so the two agree whenever it matters; with the term, a write's decode
-        # reached the enables through the forget strobe and TAKE's ready (the DMA's write
-        # decode in a node, 10.7 ns)
-        could_take = Signal()
-        m.d.comb += could_take.eq(dispatch.ongoing("TAKE") & trig_head.o.valid & enable &
-                                  ~table_fresh)
+        # The head's term is TAKE's condition, from registers alone (a write's decode into it
+        # reached the registers' enables, the DMA's write decode in a node, 10.7 ns)
         refused = []
         for c in range(n):
             busy = (held[c] != 0) | (~dispatch.ongoing("TAKE") & (c_idx == c)) | \

@@ -61,8 +61,8 @@ class NearBankALU(wiring.Component):
     register its wires spread over the adders' area: on an FPGA the fan-out, not the logic,
     set the first stage's delay); stage 1: the ``STORE`` merge, the bytes that take a sum
     (from the check's register: decided in stage 1 the check drove the reset of those
-    bytes' registers, 12.0 ns in a node), the int32 sums and the adders' magnitude compare
-    and swap; stage 2: the adders' alignment shift; stage 3:
+    bytes' registers, 12.0 ns in a node), the int32 sums and the adders' exponent compare
+    and swap; stage 2: the adders' alignment shift and close-path difference; stage 3:
     their magnitude add and leading-zero count; stage 4: their normalising shift; stage 5:
     their rounding and choice of special results (NaN, infinity, zero); stage 6: the choice
     of the element type's sums, the lane merge, and the output register.  A result is

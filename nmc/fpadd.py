@@ -3,16 +3,18 @@
 :func:`float_layout` describes a format as a ``data.StructLayout`` in the style of Amaranth's own
 IEEE-754 example (``fraction``, ``exponent``, ``sign``, least significant first).
 :class:`FPAdd` adds two values of one format, combinationally or in a pipeline of up to
-six stages (compare and swap; align; add and count leading zeros; normalise; round; the
-registered result):
+six stages (order by exponent; align, beside the close path's difference; add and count
+leading zeros; normalise; round; the registered result):
 subnormal inputs and outputs, signed zeros, infinities and NaN are handled; every result that
 is not a NaN is the correctly
 rounded sum (bit for bit what numpy's ``float16``/``float32`` addition and ``ml_dtypes``'
 ``bfloat16`` addition give), and a NaN input or ``inf - inf`` gives the quiet NaN
 ``0 11..1 10..0``.
 
-The algorithm is the textbook one with guard, round and sticky bits: align the smaller operand
-(bits shifted out fold into the sticky bit), add or subtract magnitudes, renormalise (one bit
+The algorithm is the textbook one with guard, round and sticky bits and two paths: align the
+operand of the smaller exponent (bits shifted out fold into the sticky bit), add or subtract
+magnitudes (a difference of operands at most one exponent apart, the close path, is taken
+apart, both ways at once), renormalise (one bit
 right after a carry; left by the leading-zero count after a cancellation, but never below the
 smallest exponent, which yields subnormals), round to nearest even, and saturate to infinity.
 """
@@ -171,13 +173,18 @@ class FPAdd(Elaboratable):
             zero_sign.eq(a.sign & b.sign),   # an exact zero sum: -0 only for (-0) + (-0)
         ]
 
-        # --- order by magnitude: x is the larger ------------------------------------------------
-        a_mag = Cat(a.fraction, a.exponent)
-        b_mag = Cat(b.fraction, b.exponent)
-        swap = b_mag > a_mag
+        # --- order by exponent: x has the larger ------------------------------------------------
+        # The operands are ordered by their exponent fields alone, not by their whole
+        # magnitudes: for different exponents the two orders agree; for equal ones the
+        # order does not matter to a sum, and a difference is the close path's (below),
+        # which takes its magnitude whichever operand is larger, and whose borrow gives the
+        # result's sign.  The mantissas' 2:1 selects wait on an 8-bit compare, not a 31-bit
+        # one (the NMC operand register through an fp32 adder's whole compare into the
+        # swapped mantissas' registers was the node's worst path at one seed, 10.6 ns).
+        exp_swap = b.exponent > a.exponent
         x = float_layout(fmt)(Signal(fmt.width))
         y = float_layout(fmt)(Signal(fmt.width))
-        m.d.comb += [x.eq(Mux(swap, b, a)), y.eq(Mux(swap, a, b))]
+        m.d.comb += [x.eq(Mux(exp_swap, b, a)), y.eq(Mux(exp_swap, a, b))]
 
         def unpack(v):
             subnormal = v.exponent == 0
@@ -190,20 +197,17 @@ class FPAdd(Elaboratable):
         y_mant = Signal(F + 1)
         m.d.comb += [x_mant.eq(unpack(x)[1]), y_mant.eq(unpack(y)[1])]
         # the larger exponent and the exponent difference (both ways at once, not a
-        # subtraction after the swap), chosen by the exponent fields' compare alone, not the
-        # whole magnitude's: the two differ only for equal fields, where either choice gives
-        # the same exponent and a difference of 0, so the exponents no longer wait on the
-        # fraction's carry chain (an fp16 adder's compare into x_exp's register was the
-        # node's worst path at one seed)
+        # subtraction after the swap)
         a_exp, _ = unpack(a)
         b_exp, _ = unpack(b)
-        exp_swap = b.exponent > a.exponent
         shift = Signal(E)
         m.d.comb += [x_exp.eq(Mux(exp_swap, b_exp, a_exp)),
                      shift.eq(Mux(exp_swap, b_exp - a_exp, a_exp - b_exp))]
         subtract = Signal()
         x_sign = Signal()
-        m.d.comb += [subtract.eq(x.sign ^ y.sign), x_sign.eq(x.sign)]
+        # x's sign; for a difference of equal exponents, the close path's borrow (below) says
+        # whether y is the larger magnitude and the result takes y's sign instead
+        m.d.comb += [subtract.eq(a.sign ^ b.sign), x_sign.eq(x.sign)]
 
         (x_mant, y_mant, x_exp, shift, subtract, x_sign, nan, inf, inf_sign, zero_sign) = cut(
             "swap", x_mant=x_mant, y_mant=y_mant, x_exp=x_exp, shift=shift, subtract=subtract,
@@ -231,25 +235,59 @@ class FPAdd(Elaboratable):
         # registered, with no compare and select in front of its shift
         cap = Signal(W)
         m.d.comb += cap.eq(Cat(x_exp == W - i for i in range(W)))
+        # The close path: a difference of operands at most one exponent apart, the only sums
+        # that can cancel more than one leading bit.  Its alignment is a 1-bit select, so its
+        # difference is taken here, beside the far path's alignment shift: |x - y| (both ways
+        # at once, the one that does not borrow chosen; for equal exponents y may be the
+        # larger, x having been chosen by exponent alone), exact (a 1-bit shift goes into the
+        # guard bit).  The add stage then counts the leading zeros of a register, not of the
+        # add's carry chain (an fp32 adder's aligned operand through the add into the count's
+        # register was the node's worst path at one seed, 10.9 ns); the far path's sum has
+        # at most one leading zero, read off its top bit.
+        close = Signal()
+        m.d.comb += close.eq(subtract & (shift[1:] == 0))
+        y_close = Signal(W)
+        m.d.comb += y_close.eq(Mux(shift[0], Cat(Const(0, 2), y_mant), Cat(Const(0, 3), y_mant)))
+        x_minus_y = Signal(W + 1)
+        y_minus_x = Signal(W + 1)
+        m.d.comb += [x_minus_y.eq(x_al - y_close), y_minus_x.eq(y_close - x_al)]
+        close_diff = Signal(W)
+        m.d.comb += close_diff.eq(Mux(x_minus_y[W], y_minus_x[:W], x_minus_y[:W]))
+        # the sign of the larger magnitude (an exact cancellation's is the zero flag's): x's,
+        # unless the close path's x - y borrows (only with equal exponents: y is then the
+        # larger, of the other sign).  Taken from the borrow here, not from a whole-magnitude
+        # compare of the operands in the swap stage (an fp32 adder's operand through that
+        # 31-bit compare into the sign's register was a node's path at one seed of round 25)
+        sign = Signal()
+        m.d.comb += sign.eq(x_sign ^ (close & x_minus_y[W]))
 
-        (x_al, y_in, cap, subtract, x_sign, x_exp, nan, inf, inf_sign, zero_sign) = cut(
-            "align", x_al=x_al, y_in=y_in, cap=cap, subtract=subtract, x_sign=x_sign,
-            x_exp=x_exp, nan=nan, inf=inf, inf_sign=inf_sign, zero_sign=zero_sign)
+        (x_al, y_in, cap, close, close_diff, subtract, x_sign, x_exp, nan, inf, inf_sign,
+         zero_sign) = cut(
+            "align", x_al=x_al, y_in=y_in, cap=cap, close=close, close_diff=close_diff,
+            subtract=subtract, x_sign=sign, x_exp=x_exp, nan=nan, inf=inf, inf_sign=inf_sign,
+            zero_sign=zero_sign)
 
         # --- add or subtract magnitudes -------------------------------------------------------
         # one adder with the carry in: (2x + c) + (2y + c) = 2 (x + y + c)
         chain = Signal(W + 2)
         m.d.comb += chain.eq(Cat(subtract, x_al) + Cat(subtract, y_in))
+        far_total = Signal(W + 1)
+        # off the close path x > y, so a difference never borrows: its carry out is the 2^W
+        # of x + ~y + 1, not a carry of the magnitudes
+        m.d.comb += far_total.eq(Cat(chain[1:W + 1], chain[W + 1] & ~subtract))
         total = Signal(W + 1)
-        # x >= y, so a difference never borrows: its carry out is the 2^W of x + ~y + 1, not
-        # a carry of the magnitudes
-        m.d.comb += total.eq(Cat(chain[1:W + 1], chain[W + 1] & ~subtract))
+        m.d.comb += total.eq(Mux(close, close_diff, far_total))
         # leading zeros below the hidden position (bit W-1), capped at x_exp - 1
         # (a zero count input is a zero total: the result is then the zero flag's, the count
         # unused; the count's zero test reached the count register's reset, an adder's path
-        # at every seed of a node)
+        # at every seed of a node).  Off the close path the count is 0 or 1: a sum's x is
+        # normal (its top bit set) or x_exp is 1 (the cap's top bit set), and a difference
+        # of exponents two or more apart is above half of x's hidden bit (y below a
+        # quarter of it, or at most half for a shift of exactly 2, without sticky), so one
+        # of the top two bits is set; a carried sum's count is unused.
         lz = Signal(range(W + 1))
-        m.d.comb += lz.eq(leading_zeros(m, total[:W] | cap, of_zero=False))
+        m.d.comb += lz.eq(Mux(close, leading_zeros(m, close_diff | cap, of_zero=False),
+                              ~(far_total[W - 1] | cap[W - 1])))
 
         (total, lz, x_sign, x_exp, nan, inf, inf_sign, zero_sign) = cut(
             "add", total=total, lz=lz, x_sign=x_sign, x_exp=x_exp, nan=nan, inf=inf,

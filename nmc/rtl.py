@@ -363,7 +363,16 @@ class NMCUnit(wiring.Component):
         with m.If(pop):
             m.d.sync += rq_head.eq(incr(rq_head))
         m.d.sync += matured.eq(matured + maturing - pop)
-        m.d.sync += outstanding.eq(outstanding + issue - (self.resp.valid & self.resp.ready))
+        # one more or one fewer, both summed from the register alone and chosen by the issue
+        # and the pop at the end (the sum after them put a carry chain behind the issue's
+        # decision, the wide AND of the head's flags: ``f_hazard`` into ``outstanding`` was
+        # a node's path at two seeds)
+        more, fewer = Signal.like(outstanding), Signal.like(outstanding)
+        m.d.comb += [more.eq(outstanding + 1), fewer.eq(outstanding - 1)]
+        with m.If(issue & ~pop):
+            m.d.sync += outstanding.eq(more)
+        with m.Elif(pop & ~issue):
+            m.d.sync += outstanding.eq(fewer)
 
         # --- registers -----------------------------------------------------------------------------
         counters = {"errors": Signal(32), "busy": Signal(32)}
