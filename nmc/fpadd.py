@@ -216,8 +216,16 @@ class FPAdd(Elaboratable):
         # --- align y to x (guard, round, sticky) ----------------------------------------------
         y_ext = Signal(W + W)                     # y mantissa, 3 GRS bits, room to shift into
         m.d.comb += y_ext.eq(Cat(Const(0, W), Const(0, 3), y_mant) >> shift)
+        # the sticky bit, the OR of what lands at or below its place (bit W of y_ext), as the
+        # bits of y whose shift takes them there (a compare of the shift with a constant each),
+        # not as an OR of the shifter's low half: that waited for the whole shift (an fp32
+        # adder's shift through the shifter and the OR into its aligned operand was a node's
+        # worst path at one seed of round 26, 10.2 ns); equal wherever it is used (a shift
+        # below W, where no bit of y falls off the end of y_ext)
+        sticky = Signal()
+        m.d.comb += sticky.eq(Cat(y_mant[i] & (shift > i + 2) for i in range(F + 1)).any())
         y_aligned = Signal(W)
-        m.d.comb += y_aligned.eq(Cat(y_ext[W:][0] | (y_ext[:W] != 0), y_ext[W + 1:]))
+        m.d.comb += y_aligned.eq(Cat(sticky, y_ext[W + 1:]))
         far = shift >= W                          # everything shifted out: only sticky left
         y_al = Signal(W)
         m.d.comb += y_al.eq(Mux(far, y_mant != 0, y_aligned))
