@@ -269,9 +269,17 @@ class FPAdd(Elaboratable):
         sign = Signal()
         m.d.comb += sign.eq(x_sign ^ (close & x_minus_y[W]))
 
-        (x_al, y_in, cap, close, close_diff, subtract, x_sign, x_exp, nan, inf, inf_sign,
-         zero_sign) = cut(
-            "align", x_al=x_al, y_in=y_in, cap=cap, close=close, close_diff=close_diff,
+        # the count's input, the difference with the cap's one, is made here, in the LUT that
+        # chooses the difference, and registered: counted from the registers of both, it put
+        # an OR in front of the count (an fp16 adder's cap into its count's register was one of
+        # round 26's near misses); the far path's count needs the cap's top bit only
+        counted = Signal(W)
+        m.d.comb += counted.eq(close_diff | cap)
+        cap_top = cap[W - 1]
+        (x_al, y_in, counted, cap_top, close, close_diff, subtract, x_sign, x_exp, nan, inf,
+         inf_sign, zero_sign) = cut(
+            "align", x_al=x_al, y_in=y_in, counted=counted, cap_top=cap_top, close=close,
+            close_diff=close_diff,
             subtract=subtract, x_sign=sign, x_exp=x_exp, nan=nan, inf=inf, inf_sign=inf_sign,
             zero_sign=zero_sign)
 
@@ -294,8 +302,8 @@ class FPAdd(Elaboratable):
         # quarter of it, or at most half for a shift of exactly 2, without sticky), so one
         # of the top two bits is set; a carried sum's count is unused.
         lz = Signal(range(W + 1))
-        m.d.comb += lz.eq(Mux(close, leading_zeros(m, close_diff | cap, of_zero=False),
-                              ~(far_total[W - 1] | cap[W - 1])))
+        m.d.comb += lz.eq(Mux(close, leading_zeros(m, counted, of_zero=False),
+                              ~(far_total[W - 1] | cap_top)))
 
         (total, lz, x_sign, x_exp, nan, inf, inf_sign, zero_sign) = cut(
             "add", total=total, lz=lz, x_sign=x_sign, x_exp=x_exp, nan=nan, inf=inf,
