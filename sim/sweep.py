@@ -10,20 +10,26 @@ it) and its arguments.  :func:`run_jobs` runs a list of them on a Dask cluster â
 * with ``cache``, a folder, each job's result is stored as JSON under its *key*: the function,
   its arguments and the source digest of the function's module and every project module it
   imports (:func:`hw.export.source_digest`: the hardware and the testbench), so a re-run only
-  runs what changed or failed.
+  runs what changed or failed.  An entry is written whole or not at all (a temporary file,
+  then a rename), and one that cannot be read (a disk that filled, a hand that edited it) is a
+  miss: its job runs again, with one line on standard error naming the entry, and its result
+  replaces it.
 
 Results must be JSON values (what ``t3 run --json`` writes).
 """
 
+import contextlib
 import dataclasses
 import hashlib
 import importlib
 import json
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 
-__all__ = ["Job", "Outcome", "run_jobs", "job_key"]
+__all__ = ["Job", "Outcome", "run_jobs", "job_key", "write_atomic"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +61,25 @@ class Outcome:
     value: object = None
     error: str = ""
     cached: bool = False
+
+
+def write_atomic(path, text):
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename:
+    a reader sees the old file or the new one, never a part (a run killed mid-write leaves
+    the old one, or none)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w" if isinstance(text, str) else "wb") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)                    # as a file written in place (mkstemp: 0600)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path
 
 
 def _resolve(function):
@@ -98,9 +123,15 @@ def run_jobs(jobs, *, cache=None, scheduler=None, workers=2, progress=True):
             keys[job.name] = key = job_key(job)
             stored = cache / f"{key}.json"
             if stored.exists():
-                outcomes[job.name] = Outcome(job, True, json.loads(stored.read_text()),
-                                             cached=True)
-                continue
+                try:
+                    value = json.loads(stored.read_text())
+                except (OSError, ValueError) as e:
+                    print(f"t3: the cached result {stored} of job {job.name} cannot be read "
+                          f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}): "
+                          f"running the job again", file=sys.stderr)
+                else:
+                    outcomes[job.name] = Outcome(job, True, value, cached=True)
+                    continue
         todo.append(job)
     if todo:
         cluster = None
@@ -130,7 +161,7 @@ def run_jobs(jobs, *, cache=None, scheduler=None, workers=2, progress=True):
                 if ok:
                     outcomes[job.name] = Outcome(job, True, value)
                     if cache is not None:
-                        (cache / f"{keys[job.name]}.json").write_text(text)
+                        write_atomic(cache / f"{keys[job.name]}.json", text)
                 else:
                     outcomes[job.name] = Outcome(job, False, error=value)
                 if bar is not None:

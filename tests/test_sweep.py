@@ -55,3 +55,37 @@ def test_job_names_must_be_unique(tmp_path):
     with pytest.raises(ValueError, match=r"given more than once: \['a'\]$"):
         run_jobs([Job("a", "math:comb", (1, 1)), Job("a", "math:gcd", (1, 1))],
                  cache=tmp_path, progress=False)
+
+
+def test_an_unreadable_cache_entry_is_a_miss(tmp_path, capsys):
+    """An entry cut short (a run killed mid-write, before writes were atomic) is not an
+    error: its job runs again, one line names the entry, and the new result replaces it."""
+    job = JOBS[0]
+    entry = tmp_path / f"{job_key(job)}.json"
+    entry.write_text('{"unterminated": "str')
+    out = run_jobs([job], cache=tmp_path, workers=1, progress=False)
+    assert out["c52"].ok and out["c52"].value == 10 and not out["c52"].cached
+    err = capsys.readouterr().err.strip().splitlines()
+    assert [line for line in err if line.startswith("t3:")] == [
+        f"t3: the cached result {entry} of job c52 cannot be read (JSONDecodeError: "
+        f"Unterminated string starting at: line 1 column 18 (char 17)): running the job again"]
+    assert json.loads(entry.read_text()) == 10
+    assert run_jobs([job], cache=tmp_path, workers=1, progress=False)["c52"].cached
+
+
+def test_a_write_is_whole_or_not_at_all(tmp_path, monkeypatch):
+    """A write that fails before its rename leaves the old file as it was and no temporary
+    file behind."""
+    import os
+    from sim.sweep import write_atomic
+    path = tmp_path / "entry.json"
+    write_atomic(path, "1")
+    assert path.read_text() == "1" and oct(path.stat().st_mode & 0o777) == "0o644"
+
+    def killed(src, dst):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(path, "2" * 100_000)
+    assert path.read_text() == "1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["entry.json"]
