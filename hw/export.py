@@ -17,7 +17,7 @@ from pathlib import Path
 from amaranth.back import verilog
 
 
-__all__ = ["to_verilog", "write_verilog", "hardware_modules", "source_digest"]
+__all__ = ["to_verilog", "verilog_text", "write_verilog", "hardware_modules", "source_digest"]
 
 
 #: The folder holding the project's packages (``hw``, the blocks, ``system``, ...).
@@ -43,23 +43,42 @@ def to_verilog(component, name):
     return text
 
 
-def write_verilog(component, name, out_dir):
-    """Write ``<out_dir>/<name>.v`` and return its path.  A component that instantiates
-    modules of its own (``Instance``) lists them in ``instanced_modules``, ``{module name:
-    component}``; their Verilog follows the top's in the same file (each exported once, however
-    often it is instantiated)."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}.v"
+def verilog_text(component, name):
+    """The whole Verilog of ``component`` as module ``name``, as :func:`write_verilog` writes
+    it: a component that instantiates modules of its own (``Instance``) lists them in
+    ``instanced_modules``, ``{module name: component}``; their Verilog follows the top's (each
+    exported once, however often it is instantiated)."""
     text = to_verilog(component, name)
     for sub_name, sub in getattr(component, "instanced_modules", {}).items():
         text += "\n" + to_verilog(sub, sub_name)
-    path.write_text(text)
+    return text
+
+
+def write_verilog(component, name, out_dir):
+    """Write ``<out_dir>/<name>.v`` (:func:`verilog_text`) and return its path."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}.v"
+    path.write_text(verilog_text(component, name))
     return path
+
+
+#: ``{(path, package): (the file's size and time, its imports)}``: a file is parsed again only
+#: when it changed (a record's key walks the same imports once per run).
+_IMPORTS = {}
 
 
 def _imports(path, package):
     """Names of the modules a source file imports (absolute and relative, nested included)."""
+    stat = path.stat()
+    seen = _IMPORTS.get((path, package))
+    if seen is None or seen[0] != (stat.st_size, stat.st_mtime_ns):
+        seen = _IMPORTS[path, package] = ((stat.st_size, stat.st_mtime_ns),
+                                          list(_parse_imports(path, package)))
+    return seen[1]
+
+
+def _parse_imports(path, package):
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             for alias in node.names:

@@ -754,16 +754,16 @@ def cmd_paper(args):
         if not set(cases) <= set(FIGURE16_CASES + LARGE_CASES) or \
                 set(configs) != set(CONFIGS + (ISOLATED_RS,)):
             raise ValueError("--record needs the paper's cases (Figure 16's by default, or "
-                             "some, or section 6.4's tp32: a record of today's code keeps the "
+                             "some, or section 6.4's tp32: a current record keeps the "
                              "others) and every run (the default --configs)")
     print("T3 paper: checking every run's programming ...", flush=True)
     check_cases(cases, args.scale, configs)
     cus = scaled_cus(args.scale)
     recorded = None
-    if args.record:                 # a case whose twin today's record holds runs nothing
+    if args.record:                 # a case whose twin a current record holds runs nothing
         from sim.system import figures
         old = figures.load(args.scale)
-        if old is not None and old["code"] == figures.code_digest():
+        if old is not None and not figures.moved_inputs("paper", old):
             recorded = old["results"]
     reuse = recorded_twins(cases, recorded or {}, configs, args.scale)
     run = tuple(c for c in cases if c not in reuse)
@@ -806,8 +806,8 @@ def cmd_paper(args):
               f"{report}")
     if args.record and not failures:
         from sim.system import figures
-        path = figures.record(results, args.scale)
-        print(f"recorded: {path} (today's code {figures.code_digest()})")
+        path = figures.record(results, args.scale, sim=args.sim)
+        print(f"recorded: {path}, with the key of what its runs ran")
         for page in figures.refresh():
             print(f"updated: {page}")
     elif args.record:
@@ -842,8 +842,8 @@ def _paper_figure17(args):
     files = figure17.write(runs, args.out)
     print(f"report: {', '.join(map(str, files))}")
     if args.record:
-        path = figures.record_figure17(runs, args.scale)
-        print(f"recorded: {path} (today's code {figures.code_digest(figures.FIGURE17_MODULE)})")
+        path = figures.record_figure17(runs, args.scale, sim=args.sim)
+        print(f"recorded: {path}, with the key of what its runs ran")
         for page in figures.refresh():
             print(f"updated: {page}")
     return 0
@@ -922,10 +922,36 @@ def cmd_docs(args):
         print(f"{'stale' if args.check else 'updated'}: {page}")
     if not stale:
         print("every register table and paper figure in docs/ is current")
-    old = figures.stale_results()
+    progress = _key_progress()
+    old = figures.stale_results(progress=progress)
     for line in old:
         print(f"stale: {line}")
+    if not args.check and not old:
+        for path in figures.restamp(progress=progress):
+            print(f"stamped: {path} (what its runs ran is today's: the next check is quick)")
     return 1 if (args.check and stale) or old else 0
+
+
+def _key_progress():
+    """A ``progress(done, total)`` that shows a bar on standard error while the records' keys
+    are computed (seconds when their digests are cached; the first check after a change of
+    the hardware exports each ring once)."""
+    import sys
+    from tqdm import tqdm
+    bars = {}
+
+    def progress(done, total):
+        bar = bars.get("bar")
+        if bar is None or bar.total != total or bar.n >= total:
+            if bar is not None:
+                bar.close()
+            bar = bars["bar"] = tqdm(total=total, desc="the records' digests to compute",
+                                     file=sys.stderr, leave=False,
+                                     mininterval=0.1 if sys.stderr.isatty() else 10)
+        bar.update(done - bar.n)
+        if done >= total:
+            bar.close()
+    return progress
 
 
 def _blocks_arg(text):
@@ -1175,10 +1201,10 @@ def build_parser():
     paper.add_argument("--sim", choices=SIMULATORS,
                        help="simulator (default: $SIM, else verilator)")
     paper.add_argument("--record", action="store_true",
-                       help="keep the results as docs/results/paper-SCALE.json with today's "
-                            "code and regenerate docs/paper.md's tables from them (Figure 16 "
-                            "cases with every run, at a committed scale: 0.5 or 1; a record "
-                            "of today's code keeps its other cases, so a long set can be "
+                       help="keep the results as docs/results/paper-SCALE.json with the key "
+                            "of what they ran and regenerate docs/paper.md's tables from them "
+                            "(Figure 16 cases with every run, at a committed scale: 0.5 or 1; "
+                            "a current record keeps its other cases, so a long set can be "
                             "recorded a few cases at a time)")
     paper.add_argument("--figure17", action="store_true",
                        help="Figure 17's case (T-NLG FC-2, TP 8) in Sequential, T3 and T3-MCA "
@@ -1233,11 +1259,11 @@ def build_parser():
 
     docs = sub.add_parser("docs", help="regenerate the register tables in docs/ from the "
                                         "register definitions and the paper tables from "
-                                        "docs/results/; report results measured on other "
-                                        "code")
+                                        "docs/results/; report a record whose runs would "
+                                        "not run the same today, naming what moved")
     docs.add_argument("--check", action="store_true",
-                      help="only report stale pages (exit 1 if any, or if a results file "
-                           "was measured on other code than today's)")
+                      help="only report stale pages (exit 1 if any, or if what a results "
+                           "file's runs ran has moved)")
     docs.set_defaults(func=cmd_docs)
     return parser
 

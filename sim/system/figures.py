@@ -1,33 +1,26 @@
 """Figures that stay true: the paper tables of ``docs/paper.md`` are generated from committed
 results files (``docs/results/paper-<scale>.json``, written by ``t3 paper --record``; Figure
 17's ``docs/results/figure17-<scale>.{json,png}`` by ``t3 paper --figure17 --record``), and
-each file records the code its runs executed.
+each file records what its runs ran.
 
-The code is :func:`code_digest` of everything a paper run executes (the job
-:func:`sim.system.cases.run_case` and every project module it imports: the hardware, the
-engines' programs, the testbench), its comments and docstrings left out.  ``t3 docs --check``
-(and the test suite) reports a results file whose code differs from today's: its figures are
-claims about hardware that no longer exists, and the set must be run again
-(``t3 paper --scale S --record``) before the change lands.  It also reports a table that is
-not what its results file gives (``t3 docs`` rewrites it).
+What a run ran is its key (:mod:`sim.system.runkey`): the digests of the ring's Verilog, of
+everything the host put into it, of the simulator with its build options and of the harness
+code that decides its cycles.  ``t3 docs --check`` (and the test suite) reports a results
+file whose runs would not run the same today, naming what moved and for which runs: its
+figures are claims about a design or a run that no longer exists, and the set must be run
+again (``t3 paper --scale S --record``) before the change lands.  A change that moves none of
+them (a refactor of the Python, a new option) leaves the records valid.  It also reports a
+table that is not what its results file gives (``t3 docs`` rewrites it).
 """
 
-import ast
-import hashlib
 import json
+import os
 from pathlib import Path
 
 
-__all__ = ["code_digest", "results_path", "record", "load", "SCALES", "sections", "refresh",
-           "stale_results", "pending", "RUN_MODULE", "FIGURE17_MODULE", "figure17_path",
-           "record_figure17", "load_figure17", "missing_cases"]
-
-
-#: The module whose import closure is what a paper run executes.
-RUN_MODULE = "sim.system.cases"
-
-#: The module whose import closure a Figure 17 run executes (:mod:`sim.system.figure17`).
-FIGURE17_MODULE = "sim.system.figure17"
+__all__ = ["results_path", "record", "load", "SCALES", "sections", "refresh", "stale_results",
+           "pending", "figure17_path", "record_figure17", "load_figure17", "missing_cases",
+           "paper_runs", "figure17_runs", "key_of", "moved_inputs", "stamped", "restamp"]
 
 #: The scales whose results are committed (the default scale and scale 1).
 SCALES = (0.5, 1.0)
@@ -39,47 +32,106 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 PAGE = "docs/paper.md"
 
 
-def _code(path):
-    """A module's code without comments, docstrings and layout (its AST, dumped)."""
-    tree = ast.parse(path.read_text(), str(path))
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
-                isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree)
-
-
-def code_digest(module=RUN_MODULE):
-    """SHA-256 over the names and code of ``module`` and every project module it imports
-    (:func:`hw.export.hardware_modules`), comments and docstrings left out: it changes when
-    what a run executes may change, not when its documentation does."""
-    from hw.export import hardware_modules
-    h = hashlib.sha256()
-    for name, path in hardware_modules(module).items():
-        h.update(name.encode() + b"\0" + _code(path).encode() + b"\0")
-    return h.hexdigest()[:20]
-
-
 def results_path(scale, root=ROOT):
     return Path(root) / "docs" / "results" / f"paper-{scale:g}.json"
 
 
-def record(results, scale, root=ROOT):
+def paper_runs(results, scale):
+    """``{"case/config": (case, config, scale, timeline)}`` of a paper record's runs, each
+    keyed by the case that ran (a twin's by the case whose run it shares)."""
+    return {f"{case}/{config}": (r.get("shared_with", case), config, scale, None)
+            for case, runs in results.items() for config, r in runs.items()}
+
+
+def figure17_runs(runs, scale):
+    """The same of a Figure 17 record's ``runs`` (``{config: run}``)."""
+    from sim.system.figure17 import CASE, PERIOD
+    return {f"{CASE}/{config}": (CASE, config, scale, r.get("period", PERIOD))
+            for config, r in runs.items()}
+
+
+def _recorded_sim(data):
+    return ((data.get("key") or {}).get("simulator") or {}).get("simulator")
+
+
+def _harness(kind):
+    from sim.system import runkey
+    return runkey.HARNESS if kind == "paper" else runkey.FIGURE17_HARNESS
+
+
+def key_of(kind, data, sim=None, progress=None):
+    """Today's key (:func:`sim.system.runkey.record_key`) of the runs of a record ``data``
+    of ``kind`` (``"paper"`` or ``"figure17"``), on the simulator it was recorded on (or
+    ``sim``)."""
+    from sim.system import runkey
+    sim = sim or _recorded_sim(data)
+    if kind == "paper":
+        runs = paper_runs(data["results"], data["scale"])
+    else:
+        runs = figure17_runs(data["runs"], data["scale"])
+    return runkey.record_key(runs, sim, _harness(kind), progress)
+
+
+def stamped(kind, data):
+    """Whether the record ``data``'s stamp is today's
+    (:func:`sim.system.runkey.source_stamp`): then its key is today's, not computed."""
+    from sim.system import runkey
+    key = data.get("key") or {}
+    return bool(key.get("stamp")) and \
+        key["stamp"] == runkey.source_stamp(_harness(kind), _recorded_sim(data))
+
+
+def moved_inputs(kind, data, progress=None):
+    """What moved since the record ``data`` of ``kind`` was made (phrases of
+    :func:`sim.system.runkey.moved`; ``[]``: it is current)."""
+    from sim.system import runkey
+    if not data.get("key"):
+        return ["it holds no key of what its runs ran (recorded in an older format)"]
+    if stamped(kind, data):
+        return []
+    return runkey.moved(data["key"], key_of(kind, data, progress=progress))
+
+
+def _write(path, data):
+    from sim.sweep import write_atomic
+    from sim.system.runkey import provenance
+    data = dict(data, provenance=provenance())
+    write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def record(results, scale, root=ROOT, sim=None, progress=None):
     """Write the results of a paper run at ``scale`` (Figure 16 cases with every run each,
-    none failed: the caller checks) with today's :func:`code_digest`.  A results file of the
-    same code keeps its other cases, so a set too long for one sitting is recorded a few
-    cases at a time; one of other code is replaced, never merged with today's."""
+    none failed: the caller checks) with their key (:mod:`sim.system.runkey`; ``sim``: the
+    simulator they ran on).  A results file whose runs are current keeps them beside the new
+    ones, so a set too long for one sitting is recorded a few cases at a time; the runs of one
+    that is not current are dropped, never merged with today's."""
     path = results_path(scale, root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    code = code_digest()
     old = load(scale, root)
-    keep = dict(old["results"]) if old is not None and old["code"] == code else {}
+    keep = {}
+    if old is not None and stamped("paper", old) and \
+            _recorded_sim(old) == (sim or _sim()):
+        keep = dict(old["results"])
+    elif old is not None and old.get("key"):
+        # keep the runs whose inputs did not move, if the simulator and harness did not
+        today = key_of("paper", old, sim=sim, progress=progress)
+        if today["simulator"] == old["key"].get("simulator") and \
+                today["harness"] == old["key"].get("harness"):
+            stored = old["key"].get("runs") or {}
+            for case, runs in old["results"].items():
+                if all(stored.get(f"{case}/{config}") == today["runs"][f"{case}/{config}"]
+                       for config in runs):
+                    keep[case] = runs
     keep.update({case: {config: {k: v for k, v in r.items() if k not in ("wall_s", "timeline")}
                         for config, r in runs.items()} for case, runs in results.items()})
-    path.write_text(json.dumps({"code": code, "scale": scale, "results": keep},
-                               indent=1, sort_keys=True) + "\n")
+    data = {"scale": scale, "results": keep}
+    data["key"] = key_of("paper", data, sim=sim or _sim(), progress=progress)
+    _write(path, data)
     return path
+
+
+def _sim():
+    from sim.harness.runner import default_sim
+    return default_sim()
 
 
 def missing_cases(data):
@@ -89,7 +141,8 @@ def missing_cases(data):
 
 
 def load(scale, root=ROOT):
-    """``{"code", "scale", "results"}`` of the committed results at ``scale``, or None."""
+    """``{"key", "scale", "results", "provenance"}`` of the committed results at ``scale``, or
+    None."""
     path = results_path(scale, root)
     return json.loads(path.read_text()) if path.exists() else None
 
@@ -99,22 +152,26 @@ def figure17_path(scale, root=ROOT, suffix=".json"):
     return Path(root) / "docs" / "results" / f"figure17-{scale:g}{suffix}"
 
 
-def record_figure17(runs, scale, root=ROOT):
+def record_figure17(runs, scale, root=ROOT, sim=None):
     """Write Figure 17's runs at ``scale`` (``{config: run}`` of
-    :func:`sim.system.figure17.run_timeline`, every config) and its picture, with the
-    digest of the code they ran on."""
+    :func:`sim.system.figure17.run_timeline`, every config) and its picture, with their key
+    (``sim``: the simulator they ran on)."""
     from sim.system.figure17 import draw
     path = figure17_path(scale, root)
-    path.parent.mkdir(parents=True, exist_ok=True)
     keep = {config: {k: v for k, v in r.items() if k != "wall_s"} for config, r in runs.items()}
-    path.write_text(json.dumps({"code": code_digest(FIGURE17_MODULE), "scale": scale,
-                                "runs": keep}, indent=1, sort_keys=True) + "\n")
-    draw(keep, figure17_path(scale, root, ".png"))
+    data = {"scale": scale, "runs": keep}
+    data["key"] = key_of("figure17", data, sim=sim or _sim())
+    _write(path, data)
+    png = figure17_path(scale, root, ".png")
+    tmp = png.with_name(f".{png.stem}.tmp.png")     # drawn whole, then renamed
+    draw(keep, tmp)
+    os.replace(tmp, png)
     return path
 
 
 def load_figure17(scale, root=ROOT):
-    """``{"code", "scale", "runs"}`` of the committed Figure 17 at ``scale``, or None."""
+    """``{"key", "scale", "runs", "provenance"}`` of the committed Figure 17 at ``scale``, or
+    None."""
     path = figure17_path(scale, root)
     return json.loads(path.read_text()) if path.exists() else None
 
@@ -216,15 +273,41 @@ def refresh(root=ROOT, write=True):
     return stale
 
 
-def stale_results(root=ROOT):
-    """One line per committed results file whose runs executed other code than today's."""
-    out = []
-    now = {"paper": code_digest(), "figure17": code_digest(FIGURE17_MODULE)}
+def _records(root):
+    """``(kind, scale, path, data)`` of every committed record."""
     for kind in KINDS:
         for scale in SCALES:
             data = load(scale, root) if kind == "paper" else load_figure17(scale, root)
-            if data is not None and data["code"] != now[kind]:
-                out.append(f"{_path(kind, scale, root).relative_to(root)}: measured on code "
-                           f"{data['code']}, today's is {now[kind]}: its figures are stale; "
-                           f"run `{_record_command(kind, scale)}`")
+            if data is not None:
+                yield kind, scale, _path(kind, scale, root), data
+
+
+def restamp(root=ROOT, progress=None):
+    """Stamp every record that a full check finds current with today's
+    :func:`sim.system.runkey.source_stamp` (its figures stay as they are); returns the files
+    stamped."""
+    from sim.sweep import write_atomic
+    from sim.system import runkey
+    out = []
+    for kind, scale, path, data in _records(root):
+        if not data.get("key") or stamped(kind, data):
+            continue
+        today = key_of(kind, data, progress=progress)
+        if not runkey.moved(data["key"], today):
+            data["key"]["stamp"] = today["stamp"]
+            write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+            out.append(str(path.relative_to(root)))
+    return out
+
+
+def stale_results(root=ROOT, progress=None):
+    """One line per committed results file whose runs would not run the same today, naming
+    what moved (:func:`moved_inputs`) and the command that renews it."""
+    out = []
+    for kind, scale, path, data in _records(root):
+        what = moved_inputs(kind, data, progress=progress)
+        if what:
+            out.append(f"{path.relative_to(root)}: what its runs ran has moved: "
+                       f"{'; '.join(what)}; its figures are stale: run "
+                       f"`{_record_command(kind, scale)}`")
     return out

@@ -168,7 +168,7 @@ def paper_jobs(cases, configs, scale=None, sim=None, timeline=None):
 
 def recorded_twins(cases, recorded, configs=RUNS, scale=None):
     """``{case: recorded case}``: the cases of ``cases`` missing from ``recorded`` (a record's
-    ``results`` of today's code) whose :func:`shared_runs` twin it holds with every run of
+    ``results``, current: :func:`sim.system.figures.moved_inputs`) whose :func:`shared_runs` twin it holds with every run of
     ``configs``, so that adding FC-2 to a record holding FC-1 runs nothing."""
     missing = tuple(c for c in cases if c not in recorded)
     pairs = shared_runs(tuple(recorded) + missing, scale)
@@ -181,8 +181,8 @@ def evaluate(cases=FIGURE16_CASES, configs=RUNS, *, scale=None, sim=None, cache=
              timeline=None):
     """Run the jobs; returns ``(results, failures, wall seconds)``: ``results[case][config]``
     is :func:`sim.system.cases.run_case`'s value, ``failures`` ``{job name: one-line error}``.
-    ``check``: :func:`check_cases` first (the caller may have).  ``recorded``: a record's
-    results of today's code, whose runs a case's twin takes instead of running
+    ``check``: :func:`check_cases` first (the caller may have).  ``recorded``: a current
+    record's results, whose runs a case's twin takes instead of running
     (:func:`recorded_twins`).  ``timeline``: every run that runs samples its timeline
     (:func:`paper_jobs`); a case taken from the record has none."""
     from sim.sweep import run_jobs

@@ -21,7 +21,7 @@ from sim.system.workload import LINK_BANDWIDTH, LINK_CHARGES_HEADERS, SCALE, Wor
 
 __all__ = ["system_params", "node_params", "gpu_bits_for", "check_wave", "engine_params_for",
            "paper_memory_rows", "run_config", "check_config", "describe_scale",
-           "ring_build", "idle_rate", "ENGINE_PARAMS", "CXX_OPT",
+           "ring_build", "idle_rate", "run_plan", "RunPlan", "ENGINE_PARAMS", "CXX_OPT",
            "LINK_LATENCY", "FORMATS", "run_formats", "MEMORY_ROWS", "memory_rows_for", "PAPER_MEMORY_ROWS",
            "PAPER_ENGINE", "preset_setup", "PAPER_L2", "PAPER_L2_BYTES", "L2_HIT_FRACTION",
            "L2_HIT_LATENCY", "L2_BANK_CYCLES", "SYSTEM_L2_CONFIG", "paper_l2_config"]
@@ -501,6 +501,68 @@ def idle_rate(gpus, *, sim=None, cycles=20_000, build_dir=None, **kwargs):
                           build_dir, cache_key=key, cxx_opt=CXX_OPT)
 
 
+@dataclasses.dataclass(frozen=True)
+class RunPlan:
+    """What a run of :func:`run_config` simulates, decided and checked before anything is
+    built: the simulator ``sim``, the ring (its top module ``top``, ``make()`` building it,
+    its build cache ``key``), the C++ optimisation ``cxx_opt`` of its Verilator model, the
+    testbench's configuration ``tb`` (what :func:`sim.system.testbench.run_system` reads,
+    less the progress file) and the waveform's format (``None``: no waves)."""
+    sim: str
+    top: str
+    make: object
+    key: str
+    cxx_opt: str
+    tb: dict
+    wave_format: object = None
+
+
+def run_plan(spec, gpus, config, *, sim=None, seed=1, memory_rows=None, latency=LINK_LATENCY,
+             bandwidth=LINK_BANDWIDTH, engines=True, cxx_opt=None, timeline=None,
+             mcq_depth=None, l2=None, l2_config=None, geometry=None,
+             charge_headers=LINK_CHARGES_HEADERS, linklayer=None, faults=None, reset_gpu=None,
+             recover=False, topology="ring", collective="ring", wave=None, wave_scope=None,
+             check=True):
+    """The :class:`RunPlan` of :func:`run_config`'s arguments (see there), every argument
+    checked: a refused one raises ``ValueError`` naming the field.  ``check=False`` leaves
+    out the check of everything the run will program (:func:`check_config`, most of the
+    plan's time), for a run known to be valid (a recorded one's key)."""
+    sim = sim or default_sim()
+    check_int("gpus", gpus, 2, MAX_GPUS)
+    memory_rows = memory_rows or memory_rows_for(gpus)
+    params, nparams = geometry or system_params(memory_rows, mcq_depth, l2, gpus,
+                                                run_formats(spec))
+    nparams = with_linklayer(nparams, linklayer)
+    fault_ports = check_faults(faults, nparams) if faults else None
+    eparams = engine_params_for(gpus) if engines is True else engines
+    if not isinstance(eparams, EngineParams):
+        raise ValueError(f"engines must be True or an EngineParams, not {engines!r}")
+    check_topology(topology, nparams.linklayer is not None, collective, spec)
+    nparams = for_collective(nparams, gpus, collective, topology)
+    if reset_gpu is not None:
+        check_reset(reset_gpu, gpus, config)
+    if check:
+        check_config(spec, gpus, config, params, nparams, eparams, l2_config, topology,
+                     collective)
+    wave_format = check_wave(wave, sim, wave_scope, gpus)
+    if timeline is not None:
+        check_int("timeline", timeline, 50, 1 << 20, note="the sampling period in cycles")
+    tb = {"params": params.to_dict(), "nparams": nparams.to_dict(), "gpus": gpus,
+          "spec": spec.__dict__, "config": config, "seed": seed, "timeline": timeline,
+          "bandwidth": list(bandwidth), "charge_headers": bool(charge_headers),
+          "engines": eparams.to_dict(),
+          "l2_config": dataclasses.asdict(l2_config) if l2_config else None,
+          "faults": list(fault_ports) if fault_ports else None,
+          "reset_gpu": reset_gpu, "recover": bool(recover), "topology": topology,
+          "collective": collective}
+    top, make, key = ring_build(gpus, sim, memory_rows=memory_rows, latency=latency,
+                                bandwidth=bandwidth, engines=eparams,
+                                mcq_depth=mcq_depth, geometry=(params, nparams),
+                                charge_headers=charge_headers, faults=bool(fault_ports),
+                                topology=topology)
+    return RunPlan(sim, top, make, key, cxx_opt or CXX_OPT, tb, wave_format if wave else None)
+
+
 def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=None,
                wave_scope=None,
                progress=None, memory_rows=None, latency=LINK_LATENCY,
@@ -546,42 +608,18 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     and on either ``"all-reduce"`` (the reduce-scatter, direct on a mesh, then the all-gather
     by track and trigger in the same phase)."""
     import sim.system.testbench as tb
-    sim = sim or default_sim()
-    check_int("gpus", gpus, 2, MAX_GPUS)
-    memory_rows = memory_rows or memory_rows_for(gpus)
-    params, nparams = geometry or system_params(memory_rows, mcq_depth, l2, gpus,
-                                                run_formats(spec))
-    nparams = with_linklayer(nparams, linklayer)
-    fault_ports = check_faults(faults, nparams) if faults else None
-    eparams = engine_params_for(gpus) if engines is True else engines
-    if not isinstance(eparams, EngineParams):
-        raise ValueError(f"engines must be True or an EngineParams, not {engines!r}")
-    check_topology(topology, nparams.linklayer is not None, collective, spec)
-    nparams = for_collective(nparams, gpus, collective, topology)
-    if reset_gpu is not None:
-        check_reset(reset_gpu, gpus, config)
-    check_config(spec, gpus, config, params, nparams, eparams, l2_config, topology, collective)
-    wave_format = check_wave(wave, sim, wave_scope, gpus)
-    if timeline is not None:
-        check_int("timeline", timeline, 50, 1 << 20, note="the sampling period in cycles")
+    plan = run_plan(spec, gpus, config, sim=sim, seed=seed, memory_rows=memory_rows,
+                    latency=latency, bandwidth=bandwidth, engines=engines, cxx_opt=cxx_opt,
+                    timeline=timeline, mcq_depth=mcq_depth, l2=l2, l2_config=l2_config,
+                    geometry=geometry, charge_headers=charge_headers, linklayer=linklayer,
+                    faults=faults, reset_gpu=reset_gpu, recover=recover, topology=topology,
+                    collective=collective, wave=wave, wave_scope=wave_scope)
+    sim, top, make, key = plan.sim, plan.top, plan.make, plan.key
     build_dir = Path(build_dir or tempfile.mkdtemp(prefix=f"t3_system_{config}_"))
     build_dir.mkdir(parents=True, exist_ok=True)
     progress_file = build_dir / "progress.txt"
     progress_file.write_text("")
-    config_json = {"params": params.to_dict(), "nparams": nparams.to_dict(), "gpus": gpus,
-                   "spec": spec.__dict__, "config": config, "seed": seed,
-                   "progress": str(progress_file), "timeline": timeline,
-                   "bandwidth": list(bandwidth), "charge_headers": bool(charge_headers),
-                   "engines": eparams.to_dict(),
-                   "l2_config": dataclasses.asdict(l2_config) if l2_config else None,
-                   "faults": list(fault_ports) if fault_ports else None,
-                   "reset_gpu": reset_gpu, "recover": bool(recover), "topology": topology,
-                   "collective": collective}
-    top, make, key = ring_build(gpus, sim, memory_rows=memory_rows, latency=latency,
-                                bandwidth=bandwidth, engines=eparams,
-                                mcq_depth=mcq_depth, geometry=(params, nparams),
-                                charge_headers=charge_headers, faults=bool(fault_ports),
-                                topology=topology)
+    config_json = dict(plan.tb, progress=str(progress_file))
     stop = threading.Event()
 
     def follow():
@@ -598,8 +636,8 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     try:
         result = run_for_result(make, top, tb.__name__, "run_system",
                                 config_json, sim, build_dir, waves=bool(wave),
-                                wave_format=wave_format, wave_scope=wave_scope, cache_key=key,
-                                cxx_opt=cxx_opt or CXX_OPT)
+                                wave_format=plan.wave_format, wave_scope=wave_scope,
+                                cache_key=key, cxx_opt=plan.cxx_opt)
     finally:
         stop.set()
         if watcher is not None:
