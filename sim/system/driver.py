@@ -155,11 +155,14 @@ class Driver:
 
     def _transaction(self, change):
         """Apply ``change(state)`` to a copy, validate the copy, then keep it: a refused
-        configuration leaves the driver untouched."""
+        configuration leaves the driver untouched.  Only the GPUs whose configuration changed
+        are validated again (the others' were, and validation reads nothing else that
+        changes): a call on one GPU of a 32-GPU ring checks one."""
         state = [cfg.copy() for cfg in self._gpu]
         result = change(state)
         for gpu, cfg in enumerate(state):
-            self._validate(gpu, cfg)
+            if cfg != self._gpu[gpu]:
+                self._validate(gpu, cfg)
         self._gpu = state
         return result
 
