@@ -1,6 +1,7 @@
 """Suite-wide options.
 
-``--soak``: long random runs (10**6 Tracker accesses instead of 20 000).
+``--soak``: long random runs (10**6 Tracker accesses instead of 20 000), and the tests marked
+``soak``: whole-ring runs that repeat a mechanism the default suite runs once, long proofs.
 ``--waves``: cocotb runs write waveforms into their build folders.
 ``--seed N``: base seed of the random tests (default 1; the seed is printed on failure).
 Tests that take a ``sim`` argument run on both cocotb simulators, Verilator and Icarus; the
@@ -35,6 +36,18 @@ def t3_options(request):
     config = request.config
     return Options(config.getoption("--soak"), config.getoption("--waves"),
                    config.getoption("--seed"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``soak`` (whole-ring runs that repeat a mechanism another test covers in
+    the default suite, long proofs) run with ``--soak`` only."""
+    if config.getoption("--soak"):
+        return
+    skip = pytest.mark.skip(reason="a long run of a mechanism the default suite covers once: "
+                                   "run with --soak")
+    for item in items:
+        if item.get_closest_marker("soak") is not None:
+            item.add_marker(skip)
 
 
 def pytest_generate_tests(metafunc):

@@ -21,6 +21,7 @@ SPEC = GemmSpec(n=16 * GPUS, **SMALL)
 
 
 @pytest.mark.cocotb
+@pytest.mark.soak       # the mesh's fabric runs in the default suite under the direct RS
 @pytest.mark.parametrize("config", ["t3", "sequential"])
 def test_the_rings_algorithm_on_a_mesh_is_the_rings_cycle_for_cycle(config, tmp_path,
                                                                       t3_options):
@@ -161,6 +162,7 @@ def test_a_whole_all_reduce_on_the_ring_runs_without_the_cus(tmp_path, t3_option
 
 
 @pytest.mark.cocotb
+@pytest.mark.soak       # a preset's ring of its own; its mechanism is the ring RS's
 def test_a_small_token_step_overlaps_its_latency_bound_reduce_scatter(tmp_path, t3_options):
     """Paper section 7.3: a generation step of 16 tokens (Mega-GPT-2's OP sub-layer on 4 GPUs
     at a quarter of the scaled GPU): one WG per ring step on two CUs, a link latency longer

@@ -30,6 +30,21 @@ CASES = [(sim, gpus, dtype, config) for sim in SIMS for gpus in (2, 4)
          if sim == "verilator" or gpus == 2 or (dtype, config) == ("fp16", "t3-mca")]
 
 
+def _default_suite(case):
+    """Whether the default suite runs ``case`` (the others under ``--soak``): every
+    configuration of each element type on Verilator, fp16 on rings of 2 and 4 GPUs, fp32 on 2
+    (each ring a build of its own, about a minute), and one run on Icarus, whose ring runs
+    the same Verilog: the mechanism each case adds is then in the default suite once."""
+    sim, gpus, dtype, config = case
+    if sim == "icarus":
+        return (gpus, dtype, config) == (2, "fp16", "t3")
+    return dtype == "fp16" or gpus == 2
+
+
+def _soak_unless(keep, cases):
+    return [c if keep(c) else pytest.param(*c, marks=pytest.mark.soak) for c in cases]
+
+
 def chunk_beats(spec, gpus):
     return spec.m * (spec.n // gpus) * spec.elem_bytes // 32
 
@@ -72,7 +87,7 @@ def check_traffic(r, spec, gpus, config):
 
 
 @pytest.mark.cocotb
-@pytest.mark.parametrize("simulator, gpus, dtype, config", CASES)
+@pytest.mark.parametrize("simulator, gpus, dtype, config", _soak_unless(_default_suite, CASES))
 def test_end_to_end_bit_exact(simulator, gpus, dtype, config, tmp_path, t3_options):
     spec = GemmSpec(n=16 * gpus, dtype=dtype, **SMALL)
     r = run_config(spec, gpus, config, sim=simulator, build_dir=tmp_path,
@@ -87,7 +102,7 @@ def test_end_to_end_bit_exact(simulator, gpus, dtype, config, tmp_path, t3_optio
 TEST_L2 = L2Params(sets=16, ways=4, banks=2, mshrs=8, depth=32)
 
 #: Every ring configuration on Verilator, Sequential (the one whose output is cached and
-#: written back) on Icarus too.
+#: written back) on Icarus too (under ``--soak``: the Icarus ring runs the same Verilog).
 L2_CASES = [(sim, config) for sim in SIMS for config in CONFIGS
             if sim == "verilator" or config == "sequential"]
 
@@ -117,7 +132,9 @@ def check_l2(r, config):
 
 
 @pytest.mark.cocotb
-@pytest.mark.parametrize("simulator, config", L2_CASES)
+@pytest.mark.parametrize("simulator, config",
+                         _soak_unless(lambda c: c[0] == "verilator" or len(SIMS) == 1,
+                                      L2_CASES))
 def test_end_to_end_bit_exact_with_an_l2(simulator, config, tmp_path, t3_options):
     """Nodes with an L2 between the CUs and the memory controller: the same bit-exact result
     and DRAM writes by category as without (the L2 writes every cached output beat back
