@@ -35,9 +35,10 @@ dependency the project takes at any 2.x version, which a key would turn into a p
 the day it was installed.
 
 The digests of the Verilog (per ring build key) and the stimulus (per run, under the source
-of the host's code) are cached in :func:`sim.harness.runner.build_cache_dir` (``run-digests
-.json``): a first check after a change of the hardware exports each ring once (about a
-minute a ring size), later ones take seconds.
+of the host's code) are cached in :func:`sim.harness.runner.build_cache_dir`, in
+``run-digests.json``: a first check after a change of the hardware exports each ring once
+(about a minute a ring, one process per core), later ones take seconds.  A record's stamp
+(:func:`source_stamp`) spares even those while its sources are the ones it was checked on.
 """
 
 import ast
