@@ -560,7 +560,7 @@ def run_plan(spec, gpus, config, *, sim=None, seed=1, memory_rows=None, latency=
                                 mcq_depth=mcq_depth, geometry=(params, nparams),
                                 charge_headers=charge_headers, faults=bool(fault_ports),
                                 topology=topology)
-    return RunPlan(sim, top, make, key, cxx_opt or CXX_OPT, tb, wave_format if wave else None)
+    return RunPlan(sim, top, make, key, cxx_opt or CXX_OPT, tb, wave_format)
 
 
 def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=None,
