@@ -28,7 +28,7 @@ from hw.export import write_verilog
 
 __all__ = ["SIMULATORS", "default_sim", "setup_verilator", "run_cocotb", "run_for_result",
            "tb_config", "design_key", "build_cache_dir", "WAVE_FORMATS", "instance_tree",
-           "check_wave_scope", "build_settings", "cached_builds", "VERILATOR_ARGS",
+           "check_wave_scope", "build_settings", "cached_builds", "VERILATOR_ARGS", "NO_DFG",
            "ICARUS_ARGS"]
 
 
@@ -97,6 +97,14 @@ VERILATOR_ARGS = ("-Wno-fatal", "-O3")
 
 #: Icarus's options of every build (see :func:`_build`).
 ICARUS_ARGS = ("-g2005",)
+
+#: Verilator's options for a design with the link layer's receiver (its own block, a ring
+#: whose nodes have one): Verilator 5.48's data-flow optimiser (DFG) miscompiles the
+#: receiver's trailer check (every good packet counted a CRC error, where Amaranth's
+#: simulator, Icarus and Verilator without DFG agree with the model); likely the class of DFG
+#: bug Verilator's issue 8377 fixed upstream (undriven bits of packed signals).  Only those
+#: designs build without it: DFG makes the 4-GPU ring about 7 % faster (docs/system.md).
+NO_DFG = ("-fno-dfg",)
 
 #: What :func:`setup_verilator` adds to ``MAKEFLAGS`` for every Verilator build.
 PCH_FIX = "CFG_CXXFLAGS_PCH_I=-include"
@@ -347,10 +355,11 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
     else:
         import fcntl
         import hashlib
-        # the build's own settings belong to the key too, and for Verilator cocotb's library
-        # folder: the model finds its VPI library through a run path into the environment
-        # that built it, so a model built in another (since deleted) venv cannot start
-        style = (cxx_opt, BUILD_STYLE) + ((tuple(verilator_args),) if verilator_args else ())
+        # the build's own settings belong to the key too (the simulator's version and every
+        # option, :func:`build_settings`), and for Verilator cocotb's library folder: the
+        # model finds its VPI library through a run path into the environment that built it,
+        # so a model built in another (since deleted) venv cannot start
+        style = (build_settings(sim, cxx_opt, verilator_args),)
         if sim == "verilator":
             from cocotb_tools.config import libs_dir
             style += (str(libs_dir),)

