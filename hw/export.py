@@ -9,12 +9,13 @@ and ``rst`` (synchronous, active high).
 """
 
 import ast
+import contextlib
 import re
 import hashlib
 import importlib.util
 from pathlib import Path
 
-from amaranth.back import verilog
+from amaranth.back import rtlil, verilog
 
 
 __all__ = ["to_verilog", "verilog_text", "write_verilog", "hardware_modules", "source_digest"]
@@ -33,7 +34,8 @@ def to_verilog(component, name):
     while Amaranth's simulator shows the constant."""
     if not name.isidentifier():
         raise ValueError(f"Verilog module name must be an identifier, not {name!r}")
-    text = verilog.convert(component, name=name, emit_src=False)
+    with _memory_init_in_one_step():
+        text = verilog.convert(component, name=name, emit_src=False)
     dead = re.findall(r"^\s*always @\*\n\s*([^\s=]+) = \d+'[hdb][0-9a-fA-F_]+;$", text,
                       re.MULTILINE)
     if dead:
@@ -41,6 +43,43 @@ def to_verilog(component, name):
                          f"constant-only always @* block that no simulator runs; drive the "
                          f"constant from a register or a whole signal instead")
     return text
+
+
+def _emit_memory(self, cell_idx, cell):
+    """Amaranth 0.5's ``ModuleEmitter.emit_memory`` with the initial contents' constant
+    written in one step.  Amaranth makes a net object of every bit of a memory's contents and
+    joins them one by one: half of a ring's export (its GPUs' banks hold 128 KiB and more),
+    about 10 s a ring.  The constant is the same text: the rows' bits, the last row's most
+    significant first (``tests/test_foundation.py`` compares the two)."""
+    if not cell.init or not cell.width:
+        return _AMARANTH_EMIT_MEMORY(self, cell_idx, cell)
+    mask = (1 << cell.width) - 1
+    bits = "".join(format(row & mask, f"0{cell.width}b") for row in reversed(cell.init))
+    self.builder.cell("$meminit_v2", ports={
+        "ADDR": self.sigspec(),
+        "DATA": f"{len(bits)}'{bits}",
+        "EN": self.sigspec(rtlil._nir.Value.ones(cell.width)),
+    }, parameters={
+        "MEMID": self.memories[cell_idx].memid,
+        "ABITS": 0,
+        "WIDTH": cell.width,
+        "WORDS": cell.depth,
+        "PRIORITY": 0,
+    }, src_loc=cell.src_loc)
+
+
+_AMARANTH_EMIT_MEMORY = rtlil.ModuleEmitter.emit_memory
+
+
+@contextlib.contextmanager
+def _memory_init_in_one_step(fast=True):
+    """While it lasts, Amaranth's RTLIL backend writes a memory's contents with
+    :func:`_emit_memory` (``fast=False``: with Amaranth's own)."""
+    rtlil.ModuleEmitter.emit_memory = _emit_memory if fast else _AMARANTH_EMIT_MEMORY
+    try:
+        yield
+    finally:
+        rtlil.ModuleEmitter.emit_memory = _AMARANTH_EMIT_MEMORY
 
 
 def verilog_text(component, name):
