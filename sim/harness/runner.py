@@ -20,6 +20,7 @@ build cocotb 2's glue).
 import json
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -55,6 +56,15 @@ def setup_verilator():
     fix = PCH_FIX
     if fix not in os.environ.get("MAKEFLAGS", ""):
         os.environ["MAKEFLAGS"] = f"{os.environ.get('MAKEFLAGS', '')} {fix}".strip()
+    # ccache, where the machine has it, in front of the C++ compiler (Verilator's OBJCACHE):
+    # every build compiles the same Verilator runtime (about 10 s of a core a build, a
+    # suite's builds several minutes), and rings that share a GPU share its objects.  It
+    # gives the compiler's own output, so it is no part of a build's settings; its cache
+    # lives in the build cache (emptying one empties both); a user's OBJCACHE (even empty)
+    # and CCACHE_DIR win.
+    if "OBJCACHE" not in os.environ and shutil.which("ccache"):
+        os.environ["OBJCACHE"] = "ccache"
+        os.environ.setdefault("CCACHE_DIR", str(build_cache_dir() / "ccache"))
     path = os.environ.get("PATH", "").split(os.pathsep)
     if path[:1] != [str(root / "bin")]:
         os.environ["PATH"] = os.pathsep.join([str(root / "bin")] + path)
