@@ -102,16 +102,18 @@ def test_the_verilog_digest_is_cached_and_taken_from_a_finished_build(toy, tmp_p
 def test_a_build_flag_stales_the_records(monkeypatch):
     """The simulator part of the key: Verilator's version, options and the C++ model's flags."""
     from sim.harness import runner
+    from sim.system import run
+    monkeypatch.setattr(run, "CXX_OPT", run.DEFAULT_CXX_OPT)     # the suite's own is -O1
     stored = {"simulator": runkey.simulator("verilator"), "harness": runkey.harness_digests(),
               "runs": {}}
     today = dict(stored)
     assert runkey.moved(stored, today) == []
-    monkeypatch.setattr(runner, "VERILATOR_ARGS", runner.VERILATOR_ARGS + ("-fno-dfg",))
-    flag = dict(stored, simulator=runkey.simulator("verilator"))
+    with monkeypatch.context() as m:
+        m.setattr(runner, "VERILATOR_ARGS", runner.VERILATOR_ARGS + ("-fno-dfg",))
+        flag = dict(stored, simulator=runkey.simulator("verilator"))
     assert runkey.moved(stored, flag) == [
         "the simulator or its build options (args ['-Wno-fatal', '-O3'] -> "
         "['-Wno-fatal', '-O3', '-fno-dfg'])"]
-    monkeypatch.undo()
     opt = dict(stored, simulator=runkey.simulator("verilator", cxx_opt="-O2"))
     (line,) = runkey.moved(stored, opt)
     assert "OPT_FAST=-O3" in line and "OPT_FAST=-O2" in line

@@ -22,7 +22,7 @@ from sim.system.workload import LINK_BANDWIDTH, LINK_CHARGES_HEADERS, SCALE, Wor
 __all__ = ["system_params", "node_params", "gpu_bits_for", "check_wave", "engine_params_for",
            "paper_memory_rows", "run_config", "check_config", "describe_scale",
            "ring_build", "idle_rate", "run_plan", "RunPlan", "ring_verilator_args",
-           "ENGINE_PARAMS", "CXX_OPT",
+           "ENGINE_PARAMS", "CXX_OPT", "DEFAULT_CXX_OPT",
            "LINK_LATENCY", "FORMATS", "run_formats", "MEMORY_ROWS", "memory_rows_for", "PAPER_MEMORY_ROWS",
            "PAPER_ENGINE", "preset_setup", "PAPER_L2", "PAPER_L2_BYTES", "L2_HIT_FRACTION",
            "L2_HIT_LATENCY", "L2_BANK_CYCLES", "SYSTEM_L2_CONFIG", "paper_l2_config"]
@@ -51,11 +51,14 @@ def run_formats(spec):
 #: (partials and read-back), eight WGs in flight at most, steps of up to 512 beats.
 ENGINE_PARAMS = EngineParams(local_beats=4096, slots=8, buffer_beats=512, pending=256)
 
-#: The Verilator model's C++ optimisation for the rings (``T3_CXX_OPT`` overrides it, one
-#: word): at ``-O2`` the 4-GPU ring ran about 4.5 times faster than at ``-O0``
-#: (``docs/system.md``); ``-O3`` runs the idle ring 3 % faster again (74,900 against 72,400
-#: cycles/s) in the same build time (44 s).
-CXX_OPT = os.environ.get("T3_CXX_OPT") or "-O3"
+#: The Verilator model's C++ optimisation for the rings by default: at ``-O2`` the 4-GPU ring
+#: ran about 4.5 times faster than at ``-O0`` (``docs/system.md``); ``-O3`` runs the idle ring
+#: 3 % faster again (74,900 against 72,400 cycles/s) in the same build time (44 s).
+DEFAULT_CXX_OPT = "-O3"
+
+#: The rings' C++ optimisation in this process: ``T3_CXX_OPT`` (one word) overrides
+#: :data:`DEFAULT_CXX_OPT`; the test suite builds at ``-O1`` (``tests/conftest.py``).
+CXX_OPT = os.environ.get("T3_CXX_OPT") or DEFAULT_CXX_OPT
 
 #: HBM rows per bank of the system's nodes (128 KiB per GPU) up to 8 GPUs; beyond, as many
 #: times more as the ring is times 8 GPUs, rounded up to a power of two
