@@ -206,11 +206,13 @@ def test_axi_lite_slice_registers_every_channel():
     assert comb_paths == []
 
 
-def test_run_checks_the_engines_programs_before_a_simulator_starts(monkeypatch):
+def test_run_checks_the_engines_programs_before_a_simulator_starts(monkeypatch, t3_options):
     """A GEMM whose per-WG compute time does not fit the engine's 24-bit register is refused
     by run_config, naming the GPU, the register and the value, before any build; the same
     workload is fine for the Python-driven ring, which has no such register.  The default
-    run of every ring size passes the same check with the memory it gets by default."""
+    run of a ring size passes the same check with the memory it gets by default: every size
+    under ``--soak``, else the sizes at and beside each step of the default memory and the
+    engines and the GPU number's width (8, 16, 32 GPUs) and the ends."""
     import sim.harness.runner as runner
     from sim.system.run import ENGINE_PARAMS, check_config, engine_params_for, memory_rows_for, \
         run_config, system_params
@@ -223,7 +225,9 @@ def test_run_checks_the_engines_programs_before_a_simulator_starts(monkeypatch):
     check_config(spec, 2, "t3", *system_params(), None)
     assert check_config(GemmSpec(m=32, n=64, k=64, cus=2), 2, "t3", *system_params(),
                         ENGINE_PARAMS) is None
-    for gpus in range(2, 65):       # every ring size's default run fits its default memory
+    sizes = range(2, 65) if t3_options.soak else (2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63,
+                                                  64)
+    for gpus in sizes:              # each ring size's default run fits its default memory
         check_config(workload_spec(gpus), gpus, "t3",
                      *system_params(memory_rows_for(gpus), gpus=gpus), engine_params_for(gpus))
 
