@@ -195,8 +195,26 @@ async def library_master_on_the_nodes_slave(dut):
     assert int.from_bytes(got.data, "little") == want[4]
 
 
+@cocotb.test()
+async def only_the_test_modules_assertions_are_rewritten(dut):
+    """The simulator's Python has pytest rewrite this module's assertions (their messages name
+    the values) and no library's: rewriting numpy, Amaranth and the rest at every start cost a
+    second or more of each run (``sim.harness.runner.run_cocotb``)."""
+    import sys
+
+    import amaranth
+    import numpy
+    from _pytest.assertion.rewrite import AssertionRewritingHook
+
+    import sim.harness.axil
+    assert isinstance(sys.modules[__name__].__loader__, AssertionRewritingHook), __loader__
+    for module in (numpy, amaranth, sim.harness.axil):
+        assert not isinstance(module.__loader__, AssertionRewritingHook), module.__name__
+
+
 @pytest.mark.cocotb
-def test_axil_batch_cocotb(sim, tmp_path, t3_options, request):
+def test_axil_batch_cocotb(sim, tmp_path, t3_options, request, monkeypatch):
+    monkeypatch.delenv("COCOTB_REWRITE_ASSERTION_FILES", raising=False)     # the default
     run_cocotb(TwoSlaves(), "t3_axil_two", request.module, tmp_path, sim=sim,
                config={"seed": t3_options.seed, "rounds": 200 if t3_options.soak else 40},
                waves=t3_options.waves)

@@ -409,6 +409,13 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
     # simulator's core or the next job's.  One thread, unless the caller says otherwise.
     for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
         env[name] = os.environ.get(name) or "1"
+    # cocotb has pytest rewrite the assertions of every Python file the simulator imports
+    # (``COCOTB_REWRITE_ASSERTION_FILES`` defaults to "*.py"): numpy, Amaranth and the rest
+    # parsed and rewritten at every start where no bytecode is kept (PYTHONDONTWRITEBYTECODE,
+    # a read-only site-packages), 1.1-1.7 s of a cached 4-GPU `t3 run`'s 4.5-5.2.  The test
+    # module's assertions are the ones whose messages help; a user's own pattern wins.
+    env["COCOTB_REWRITE_ASSERTION_FILES"] = (os.environ.get("COCOTB_REWRITE_ASSERTION_FILES")
+                                             or f"{test_module.rpartition('.')[2]}.py")
     # cocotb's runner gives the simulator's Python this process's sys.path as PYTHONPATH
     # (over any PYTHONPATH of extra_env): add the test module's folder, and turn the '' of
     # `python -c` or the prompt, the folder Python started in, into that folder's name (in the
