@@ -69,6 +69,67 @@ def test_link_latency_is_the_papers_fraction_of_a_ring_step(scale):
         assert link_latency_for(spec) == pytest.approx(want * exact / wgs, abs=0.5 + 1e-9)
 
 
+def _machine_rows():
+    """``{parameter: (paper, source, model, how)}`` of docs/paper.md's table of the paper's
+    machine."""
+    from pathlib import Path
+    text = (Path(__file__).resolve().parent.parent / "docs" / "paper.md").read_text()
+    section = text.split("## The paper's machine, parameter by parameter", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0] not in ("parameter", "---"):
+            rows[cells[0]] = tuple(cells[1:])
+    return rows
+
+
+def test_the_machine_table_states_the_models_values():
+    """Each row's model column says what the code builds: a constant changed without its row
+    (or a row edited without the constant) fails here, naming the row."""
+    from dma.config import DMAParams
+    from mc_arbiter.config import ArbiterParams
+    from nmc.config import HBMTiming, NMCParams
+    from sim.system.run import L2_HIT_LATENCY, PAPER_L2
+    from sim.system.workload import LINK_BANDWIDTH, MODEL_HBM_BYTES_PER_CYCLE, SCALED_CUS
+    rows = _machine_rows()
+    t, n = HBMTiming(), NMCParams()
+    flops = PAPER["fp16_flops_per_cycle"]
+    miss = 25        # an unloaded miss at the compute port, measured by test_system_unit
+    want = {
+        "link bandwidth": (f"{PAPER['link_bytes_per_cycle'] / SCALE:g} B/cycle",
+                           f"{LINK_BANDWIDTH[0]}/{LINK_BANDWIDTH[1]} of a 32-byte beat"),
+        "link latency": (f"{link_latency_for(preset(FIGURE16_CASES[0]))} cycles at scale 1",
+                         f"{link_latency_for(preset(FIGURE16_CASES[0], scale=0.5))} at 0.5"),
+        "CUs": (f"{SCALED_CUS} × scale WG slots",),
+        "fp16 GEMM rate": (f"{round(flops / SCALE)} flop/cycle", f"{flops:,.0f} flop/ns ÷ 62.5"),
+        "HBM bandwidth": (f"{MODEL_HBM_BYTES_PER_CYCLE:g} B/cycle",
+                          f"every CCD_S = {t.CCD_S} cycles"),
+        "HBM banks": (f"{n.bank_groups} bank groups of {n.banks} banks",),
+        "op-and-store column delay": (f"CCDWL {t.CCDWL} with CCD_L {t.CCD_L} (CCD_S {t.CCD_S})",),
+        "other DRAM timings": (f"CL {t.CL}, RCD {t.RCD}, RP {t.RP}, RAS {t.RAS}",),
+        "DRAM scheduler": (f"MCQ of {ArbiterParams().depth} entries",),
+        "L2 capacity": (f"{PAPER_L2.sets} sets × {PAPER_L2.ways} ways of 32-byte lines "
+                        f"({PAPER_L2.sets * PAPER_L2.ways * 32 // 1024} KiB), "
+                        f"{PAPER_L2.banks} banks",),
+        "L2 misses in flight": (f"{PAPER_L2.mshrs} MSHRs a GPU",),
+        "L2 hit latency": (f"({L2_HIT_LATENCY + 1} of {miss} cycles)",),
+        "RS reads": (f"keeps {DMAParams().buffer_beats} beats of reads in flight",),
+    }
+    for name, phrases in want.items():
+        assert name in rows, f"docs/paper.md's machine table has no row {name!r}"
+        for phrase in phrases:
+            assert phrase in rows[name][2], f"row {name!r}: the model is not {phrase!r}"
+    # the paper's side, from Table 1 as the code holds it
+    assert f"{PAPER['link_bytes_per_cycle']:g} B/ns each way" in rows["link bandwidth"][0]
+    assert f"{PAPER['link_latency_ns']} ns" == rows["link latency"][0]
+    assert f"{PAPER['cus']} at 1.4 GHz" == rows["CUs"][0]
+    assert rows["L2 hit latency"][3].startswith("between") and \
+        0.51 < (L2_HIT_LATENCY + 1) / miss < 0.62
+    # a row that differs from its source says so, and says how
+    assert sorted(r for r, cells in rows.items() if cells[3].startswith("**differs**")) == \
+        ["DRAM scheduler", "L2 misses in flight", "RS reads", "fp16 GEMM rate"]
+
+
 @pytest.mark.parametrize("tokens", [1, 16, 100, 256, 1000])
 def test_a_small_token_step_keeps_the_papers_ratios(tokens):
     """A small-token step (paper section 7.3, ``preset(tokens=)``): the macro tile has the
@@ -461,12 +522,17 @@ def test_the_stall_table_gives_per_gpu_waits_and_l2_hits():
                      "t3": run(800, "gemm_rs", 50, 0, 50),
                      "t3-mca": run(200, "gemm_rs", 70, 5, 25, [5, 10, 5, 5])},
                "Y": {"sequential": {"gpus": 8, "compute_wait": 80, "l2": None}}}
+    # Z's Sequential GEMM: 2 GPUs, 3,000 DRAM beats in 10,000 cycles each, of the 5,000 beats
+    # a GPU's HBM moves in them (a 32-byte beat every 2 cycles): 60 %
+    results["Z"] = {"sequential": {"gpus": 2, "compute_wait": 0, "phase_cycles": {"gemm": 10000},
+                                   "dram": {"gemm_reads": 5000, "gemm_writes": 1000}}}
     lines = stall_markdown(results)
-    assert lines[0].endswith("| Sequential's GEMM, of the CUs' peak |")
+    assert lines[0].endswith("| Sequential's GEMM, of the CUs' peak | of HBM's bandwidth |")
     # these runs carry no workload: the GEMM's fraction of the peak is "—" (its arithmetic is
     # test_gemm_efficiency_against_the_peak's)
-    assert lines[2] == "| X | 100 | 200 | 50 | 5/10 | 40% / 75% | — |"
-    assert lines[3] == "| Y | 10 | — | — | — | — / — | — |"
+    assert lines[2] == "| X | 100 | 200 | 50 | 5/10 | 40% / 75% | — | — |"
+    assert lines[3] == "| Y | 10 | — | — | — | — / — | — | — |"
+    assert lines[4] == "| Z | 0 | — | — | — | — / — | — | 60% |"
 
 
 # --- Figure 17 on a made-up timeline ---------------------------------------------------------------

@@ -350,11 +350,12 @@ def figure16_markdown(results):
 
 def stall_markdown(results):
     """The GEMM's stalls at the memory controller (Figure 17's measure): the cycles its
-    requests waited at the MC arbiter during its phase, per GPU, for each configuration; and
-    the L2's hit rate of the GEMM's reads."""
+    requests waited at the MC arbiter during its phase, per GPU, for each configuration; the
+    L2's hit rate of the GEMM's reads; and how hard Sequential's GEMM drove the CUs and the
+    HBM (:func:`gemm_efficiency`, :func:`gemm_hbm_share`)."""
     md = ["| case | Sequential | T3 | T3-MCA | MCA threshold | L2 hits (Seq / T3-MCA) | "
-          "Sequential's GEMM, of the CUs' peak |",
-          "|---|---:|---:|---:|---:|---:|---:|"]
+          "Sequential's GEMM, of the CUs' peak | of HBM's bandwidth |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for case, runs in results.items():
         def wait(config):
             r = runs.get(config)
@@ -373,7 +374,8 @@ def stall_markdown(results):
         md.append(f"| {case} | {wait('sequential')} | {wait('t3')} | {wait('t3-mca')} | "
                   f"{'—' if not mca else '/'.join(str(t) for t in sorted(set(mca)))} | "
                   f"{hits('sequential')} / {hits('t3-mca')} | "
-                  f"{_f(gemm_efficiency(runs.get('sequential')), '{:.0%}')} |")
+                  f"{_f(gemm_efficiency(runs.get('sequential')), '{:.0%}')} | "
+                  f"{_f(gemm_hbm_share(runs.get('sequential')), '{:.0%}')} |")
     return md
 
 
@@ -416,6 +418,20 @@ def gemm_efficiency(run):
     w = run["workload"]
     spec = GemmSpec(m=w["m"], n=w["n"], k=w["k"], dtype=w["dtype"])
     return 2 * w["m"] * w["n"] * w["k"] / spec.flops / run["phase_cycles"]["gemm"]
+
+
+def gemm_hbm_share(run):
+    """The fraction of its HBM's bandwidth a Sequential run's GEMM used: its DRAM beats (the
+    reads that missed the L2 and the write-backs, per GPU) over the beats its phase could have
+    moved, one every ``CCD_S`` cycles (:data:`sim.system.workload.MODEL_HBM_BYTES_PER_CYCLE`);
+    ``None`` without the run or its counters."""
+    from hw.params import T3Params
+    from sim.system.workload import MODEL_HBM_BYTES_PER_CYCLE
+    if not run or not run.get("dram") or "gemm" not in run.get("phase_cycles", {}):
+        return None
+    beats = (run["dram"]["gemm_reads"] + run["dram"]["gemm_writes"]) / run["gpus"]
+    per_cycle = MODEL_HBM_BYTES_PER_CYCLE / T3Params().beat_bytes
+    return beats / (per_cycle * run["phase_cycles"]["gemm"])
 
 
 def figure18_markdown(results, config="t3-mca"):
