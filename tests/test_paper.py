@@ -402,9 +402,15 @@ def test_sweep_parameters_and_refusals():
                          (["k=64,64"], "--vary: k's values must differ, not '64,64'"),
                          (["link_bw=3"], "link_bw must be NUM/DEN"),
                          (["mcq_depth=1"], "mcq_depth must be an integer from 2 to 1024"),
-                         (["dtype=bf16"], "dtype must be fp16 or fp32")):
+                         (["dtype=bf16"], "dtype must be fp16 or fp32"),
+                         (["flops_per_cycle=x"], "flops_per_cycle must be a number, not 'x'"),
+                         (["flops_per_cycle=0"], "flops_per_cycle must be positive, not '0'"),
+                         (["flops_per_cycle=inf"], "flops_per_cycle must be positive")):
         with pytest.raises(ValueError, match=message):
             parse_vary(bad)
+    # the flop rate is the workload's: a point's GEMM computes at it
+    (_, fields, ring), = sweep_points(GemmSpec(**TINY), parse_vary(["flops_per_cycle=918"]))
+    assert ring == {} and GemmSpec(**fields).flops == 918
     with pytest.raises(ValueError, match="sweep point m=24: m 24 is not a multiple of "
                                          "tile_rows 16"):
         check_points(sweep_points(GemmSpec(**TINY), {"m": [24]}), 2, ("t3",), {})

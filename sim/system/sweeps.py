@@ -2,7 +2,8 @@
 and configuration an independent job on Dask (:mod:`sim.sweep`), every run verified.
 
 Parameters (:data:`PARAMETERS`): the workload's ``m``, ``n``, ``k``, ``cus``, ``wfs_per_wg``,
-``dtype``; the ring's ``link_bw`` (``NUM/DEN`` beats per cycle), ``link_latency`` (cycles),
+``dtype``, ``flops_per_cycle`` (the scaled GPU's flop rate, all its CUs together; default the
+paper's GPU's, :attr:`sim.system.workload.GemmSpec.flops`); the ring's ``link_bw`` (``NUM/DEN`` beats per cycle), ``link_latency`` (cycles),
 ``link_headers`` (``charged``: a packet's header beat costs link bandwidth; ``free``: only
 the payload does, the paper's link model and the default), ``mcq_depth`` (the memory
 controller queue's entries), ``memory_rows`` and ``l2_ways`` (the ways of every node's L2 in
@@ -41,6 +42,18 @@ def _int(name, lo, hi=None):
     return parse
 
 
+def _rate(name):
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"{name} must be a number, not {text!r}") from None
+        if not 0 < value < float("inf"):
+            raise ValueError(f"{name} must be positive, not {text!r}")
+        return value
+    return parse
+
+
 def _dtype(text):
     if text not in ("fp16", "fp32"):
         raise ValueError(f"dtype must be fp16 or fp32, not {text!r}")
@@ -57,7 +70,9 @@ def _headers(text):
 PARAMETERS = {"m": (_int("m", 1), "workload"), "n": (_int("n", 1), "workload"),
               "k": (_int("k", 1), "workload"), "cus": (_int("cus", 1, 16), "workload"),
               "wfs_per_wg": (_int("wfs_per_wg", 1, 8), "workload"),
-              "dtype": (_dtype, "workload"), "link_bw": (_bw, "ring"),
+              "dtype": (_dtype, "workload"),
+              "flops_per_cycle": (_rate("flops_per_cycle"), "workload"),
+              "link_bw": (_bw, "ring"),
               "link_latency": (_int("link_latency", 2, 100_000), "ring"),
               "mcq_depth": (_int("mcq_depth", 2, 1024), "ring"),
               "memory_rows": (_int("memory_rows", 1, 1024), "ring"),
