@@ -1222,7 +1222,8 @@ def build_parser():
     _workload_args(sweep)
     sweep.add_argument("--vary", action="append", metavar="NAME=V1,V2,...",
                        help="a parameter and its values (repeat for a grid): m, n, k, cus, "
-                            "wfs_per_wg, dtype, link_bw (NUM/DEN), link_latency, "
+                            "wfs_per_wg, dtype, flops_per_cycle (the scaled GPU's flop "
+                            "rate), link_bw (NUM/DEN), link_latency, "
                             "link_headers (charged or free), mcq_depth, memory_rows, l2_ways "
                             "(0: no L2)")
     sweep.add_argument("--configs", default="sequential,t3,t3-mca",
