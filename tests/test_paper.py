@@ -468,6 +468,10 @@ def test_sweep_of_real_runs_on_a_local_cluster(tmp_path):
         assert out[job.name].ok and out[job.name].value["verified"] is True, out[job.name]
     gemm = {k: out[f"k={k}/sequential"].value["phase_cycles"]["gemm"] for k in (32, 64)}
     assert gemm[64] > gemm[32]
+    # a point keeps what a paper record keeps of a run: the GEMM's waits at the arbiter,
+    # every GPU's MCA threshold (the MCQ's depth, no limit, without MCA), the L2's counters
+    t3 = out["k=64/t3"].value
+    assert t3["compute_wait"] >= 0 and t3["arbiter_threshold"] == [64, 64] and "l2" in t3
     lines = sweep_lines(points, ("sequential", "t3"), out)
     assert lines[1].split()[0] == "k=32" and len(lines) == 3
     # a re-run takes every value from the cache and runs only the failed job

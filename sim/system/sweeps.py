@@ -166,8 +166,9 @@ def run_point(fields, gpus, config, ring, seed=1, sim=None, timeline=None):
     """One run of a sweep point (the job): the :class:`GemmSpec` ``fields`` on ``gpus`` GPUs in
     ``config`` with ``ring``'s settings (JSON: ``bandwidth``, ``latency``, ``mcq_depth``,
     ``memory_rows``, ``engines``, ``l2`` and ``l2_config`` as dicts); returns what the table
-    needs, and with ``timeline`` (a sampling period) the run's timeline samples for its
-    trace."""
+    needs and what a paper record keeps of a run (:func:`sim.system.cases.run_case`: the
+    GEMM's waits at the MC arbiter, MCA's thresholds, the L2's counters), and with
+    ``timeline`` (a sampling period) the run's timeline samples for its trace."""
     from sim.system.run import run_config
     from sim.system.workload import GemmSpec
     from system.engine.config import EngineParams
@@ -190,7 +191,8 @@ def run_point(fields, gpus, config, ring, seed=1, sim=None, timeline=None):
         raise AssertionError(f"{config}: the result is not bit-exact")
     out = {"config": config, "gpus": gpus, "workload": r["workload"], "cycles": r["cycles"],
            "phase_cycles": r["phase_cycles"], "dram": r["dram"], "verified": True,
-           "wall_s": round(time.monotonic() - start, 1)}
+           "arbiter_threshold": r["arbiter_threshold"], "compute_wait": r["compute_wait"],
+           "l2": r["l2"], "wall_s": round(time.monotonic() - start, 1)}
     if timeline is not None:
         out["timeline"] = r["timeline"]
     return out
