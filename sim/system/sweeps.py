@@ -3,8 +3,8 @@ and configuration an independent job on Dask (:mod:`sim.sweep`), every run verif
 
 Parameters (:data:`PARAMETERS`): the workload's ``m``, ``n``, ``k``, ``cus``, ``wfs_per_wg``,
 ``dtype``, ``flops_per_cycle`` (the scaled GPU's flop rate, all its CUs together; default the
-paper's GPU's, :attr:`sim.system.workload.GemmSpec.flops`); the ring's ``link_bw`` (``NUM/DEN`` beats per cycle), ``link_latency`` (cycles),
-``link_headers`` (``charged``: a packet's header beat costs link bandwidth; ``free``: only
+paper's GPU's, :attr:`sim.system.workload.GemmSpec.flops`); the ring's ``link_bw`` (``NUM/DEN``
+beats per cycle), ``link_latency`` (cycles), ``link_headers`` (``charged``: a packet's header beat costs link bandwidth; ``free``: only
 the payload does, the paper's link model and the default), ``mcq_depth`` (the memory
 controller queue's entries), ``memory_rows`` and ``l2_ways`` (the ways of every node's L2 in
 use, of the preset's L2 or :data:`sim.system.run.PAPER_L2`; 0: no L2).  A point that
