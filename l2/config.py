@@ -39,7 +39,7 @@ class L2Params:
         Banks, a power of two from 1 to ``sets``: set ``s`` lies in bank ``s mod banks``, and
         a bank takes one cached access every ``bank_cycles`` cycles (a register).
     mshrs : int
-        Misses in flight (miss status holding registers), 1 to 64; later misses to a line
+        Misses in flight (miss status holding registers), 1 to 256; later misses to a line
         being filled wait on its entry (merged, as a GPU's L2 merges them).
     depth : int
         Requests accepted and not yet answered, 4 to 1024 (the response queue).
@@ -60,7 +60,7 @@ class L2Params:
         check_pow2("sets", self.sets, 1, 4096)
         check_int("ways", self.ways, 1, 32)
         check_pow2("banks", self.banks, 1, self.sets)
-        check_int("mshrs", self.mshrs, 1, 64)
+        check_int("mshrs", self.mshrs, 1, 256)
         check_int("depth", self.depth, 4, 1024)
         check_int("windows", self.windows, 1, 8)
         check_int("max_hit_latency", self.max_hit_latency, PIPELINE_HIT_LATENCY, 255)
@@ -165,7 +165,8 @@ def l2_registers(params: T3Params, lparams: L2Params):
             Field("sets_log2", 4, "log2 of the sets"),
             Field("ways", 6, "ways per set"),
             Field("banks_log2", 4, "log2 of the banks"),
-            Field("mshrs", 7, "MSHRs"))),
+            Field("mshrs", max(7, lparams.mshrs.bit_length()),
+                  "MSHRs (7 bits; 8 or 9 for an L2 of 128 or more)"))),
         CMD, STATUS,
         Reg("sets_used", 4, "rw", "log2 of the sets in use (at most `info.sets_log2`); written "
                                   "only while the L2 is empty", reset=lparams.set_bits),

@@ -10,7 +10,7 @@ from hw.interfaces import ElemType, Op
 from hw.params import T3Params
 from hw.testing import reg_read, reg_write, run_testbench
 from l2.config import (L2Config, L2Params, Status, Window, check_windows,
-                       config_values)
+                       config_values, l2_registers)
 from l2.rtl import L2Cache
 from sim.blocks.l2.env import L2Env, check_run, random_requests, simulate_l2, traffic_windows
 
@@ -93,6 +93,25 @@ def test_reads_of_a_line_being_filled_merge_into_its_fill():
     assert [r["data"] for _, r in e.responses] == [7] * 4
     assert counters["read_misses"] == 1 and counters["read_merged"] == 3
     assert len(e.downstream) == 1
+
+
+def test_two_hundred_misses_are_in_flight_at_once():
+    """The paper's GPU keeps hundreds of L2 misses in flight (``docs/paper.md``, the machine's
+    table): with 200 MSHRs and a slow memory, 200 reads of distinct lines all reach memory
+    before its first answer, the 201st waits for an MSHR, and every response is the model's.
+    ``info.mshrs`` reads 200 (its field is wider from 128 MSHRs)."""
+    lp = L2Params(sets=64, ways=4, banks=4, mshrs=200, depth=256, windows=1)
+    config = L2Config(windows=(Window(0x1000, 256 * 32),), hit_latency=4)
+    lines = [0x1000 + 32 * k for k in range(210)]      # at most 4 a set: nothing is evicted
+    counters, e = run_directed(lp, config, [req(a, tag=k % 16) for k, a in enumerate(lines)],
+                               latency=(400, 400), memory={a: a >> 5 for a in lines})
+    assert [r["data"] for _, r in e.responses] == [a >> 5 for a in lines]
+    in_flight = sum(1 for c in e.sent if c < e.returned[0])
+    assert in_flight == lp.mshrs
+    assert counters["read_misses"] == 210 and counters["miss_stalls"] > 0
+    assert e.info["mshrs"] == 200
+    assert l2_registers(P, lp)["info"].field("mshrs").width == 8
+    assert l2_registers(P, L2Params())["info"].field("mshrs").width == 7
 
 
 def test_a_store_to_a_line_being_filled_waits_for_the_fill():

@@ -442,6 +442,28 @@ def test_sweep_of_link_headers_and_l2_ways():
         parse_vary(["link_headers=none"])
 
 
+
+def test_sweep_of_l2_mshrs_and_depth():
+    """``l2_mshrs`` and ``l2_depth`` set every node's L2's MSHRs and requests in flight (of
+    the base ring's L2, else the paper's), with its ways if both vary; an L2 that is not
+    there has none to set, and the hardware's limits are the parser's."""
+    from sim.system.run import PAPER_L2
+    from sim.system.sweeps import parse_vary, sweep_jobs, sweep_points
+    from sim.system.workload import GemmSpec
+    vary = parse_vary(["l2_mshrs=16,197", "l2_depth=256", "l2_ways=4"])
+    points = sweep_points(GemmSpec(**TINY), vary)
+    jobs = {job.name: job.args[3] for job in sweep_jobs(points, 2, ("t3",), {})}
+    big = jobs["l2_mshrs=197, l2_depth=256, l2_ways=4/t3"]
+    assert big["l2"] == dict(dataclasses.asdict(PAPER_L2), mshrs=197, depth=256)
+    assert big["l2_config"]["ways_used"] == 4
+    assert jobs["l2_mshrs=16, l2_depth=256, l2_ways=4/t3"]["l2"]["mshrs"] == 16
+    with pytest.raises(ValueError, match="l2_mshrs 8 with l2_ways 0: there is no L2"):
+        list(sweep_jobs(sweep_points(GemmSpec(**TINY), parse_vary(["l2_ways=0",
+                                                                   "l2_mshrs=8"])),
+                        2, ("t3",), {}))
+    with pytest.raises(ValueError, match="l2_mshrs must be an integer from 1 to 256, not 257"):
+        parse_vary(["l2_mshrs=257"])
+
 # --- real runs: the sweep on Dask, the timeline ---------------------------------------------------
 
 TINY = dict(m=32, n=32, k=64, tile_rows=16, tile_cols=16, wfs_per_wg=2, cus=2)

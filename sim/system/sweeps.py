@@ -6,8 +6,9 @@ Parameters (:data:`PARAMETERS`): the workload's ``m``, ``n``, ``k``, ``cus``, ``
 paper's GPU's, :attr:`sim.system.workload.GemmSpec.flops`); the ring's ``link_bw`` (``NUM/DEN``
 beats per cycle), ``link_latency`` (cycles), ``link_headers`` (``charged``: a packet's header beat costs link bandwidth; ``free``: only
 the payload does, the paper's link model and the default), ``mcq_depth`` (the memory
-controller queue's entries), ``memory_rows`` and ``l2_ways`` (the ways of every node's L2 in
-use, of the preset's L2 or :data:`sim.system.run.PAPER_L2`; 0: no L2).  A point that
+controller queue's entries), ``memory_rows``, ``l2_ways`` (the ways of every node's L2 in
+use, of the preset's L2 or :data:`sim.system.run.PAPER_L2`; 0: no L2), ``l2_mshrs`` and
+``l2_depth`` (its MSHRs and the requests it takes in flight).  A point that
 changes the ring builds (and caches) that ring once.
 """
 
@@ -77,7 +78,9 @@ PARAMETERS = {"m": (_int("m", 1), "workload"), "n": (_int("n", 1), "workload"),
               "mcq_depth": (_int("mcq_depth", 2, 1024), "ring"),
               "memory_rows": (_int("memory_rows", 1, 1024), "ring"),
               "link_headers": (_headers, "ring"),
-              "l2_ways": (_int("l2_ways", 0, 64), "ring")}
+              "l2_ways": (_int("l2_ways", 0, 64), "ring"),
+              "l2_mshrs": (_int("l2_mshrs", 1, 256), "ring"),
+              "l2_depth": (_int("l2_depth", 4, 1024), "ring")}
 
 
 def parse_vary(texts):
@@ -140,6 +143,12 @@ def _ring_kwargs(ring, base_ring):
             out["l2"] = l2
             out["l2_config"] = dataclasses.replace(out.get("l2_config") or SYSTEM_L2_CONFIG,
                                                    ways_used=ways)
+    for name, field in (("l2_mshrs", "mshrs"), ("l2_depth", "depth")):
+        if name in ring:
+            from sim.system.run import PAPER_L2
+            if ring.get("l2_ways") == 0:
+                raise ValueError(f"{name} {ring[name]} with l2_ways 0: there is no L2")
+            out["l2"] = dataclasses.replace(out.get("l2") or PAPER_L2, **{field: ring[name]})
     return out
 
 

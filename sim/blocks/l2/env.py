@@ -75,6 +75,9 @@ class L2Env:
         self.i_p, self.o_p, self.mem_p = i_p, o_p, mem_p
         self.latency = latency
         self.downstream = []            # requests memory took, in order
+        self.sent = []                  # the cycle memory took each of them
+        self.returned = []              # the cycle the L2 took each of memory's responses
+        self.info = None                # the L2's ``info`` register, read after the run
         self.queue = []                 # (due cycle, response)
         self.responses = []             # (cycle, response) the L2 gave on o
         self.taken = []                 # cycle each request was taken on i
@@ -110,9 +113,11 @@ class L2Env:
             self.responses.append((cycle, self.resp.unpack(o)))
         if resp_taken:
             self.queue.pop(0)
+            self.returned.append(cycle)
         if mem is not None:
             req = self.req.unpack(mem)
             self.downstream.append(req)
+            self.sent.append(cycle)
             old = self.memory.get(req["addr"], 0)
             if req["op"] == Op.READ.value:
                 data, error = old, 0
@@ -202,6 +207,7 @@ def simulate_l2(dut, env, config: L2Config, flush=True, max_cycles=200_000, vcd=
         names = [n for n, _ in COUNTERS] + ["lines", "dirty_lines"]
         out["counters"] = {n: await reg_read(ctx, dut.csr, dut.regs, n) for n in names}
         out["status"] = await reg_read(ctx, dut.csr, dut.regs, "status")
+        env.info = dut.regs["info"].decode(await reg_read(ctx, dut.csr, dut.regs, "info"))
         out["cycles"] = cycle
 
     run_testbench(dut, bench, vcd=vcd)
