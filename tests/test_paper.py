@@ -464,6 +464,22 @@ def test_sweep_of_l2_mshrs_and_depth():
     with pytest.raises(ValueError, match="l2_mshrs must be an integer from 1 to 256, not 257"):
         parse_vary(["l2_mshrs=257"])
 
+
+def test_sweep_of_the_dma_buffer():
+    """``dma_buffer`` sets every node's DMA payload buffer, the tile reads it keeps in flight
+    (``docs/paper.md``: the paper's RS reads go out in bursts), within the hardware's limits."""
+    from sim.system.run import node_params
+    from sim.system.sweeps import parse_vary, sweep_jobs, sweep_points
+    from sim.system.workload import GemmSpec
+    points = sweep_points(GemmSpec(**TINY), parse_vary(["dma_buffer=32,1024"]))
+    jobs = {job.name: job.args[3] for job in sweep_jobs(points, 2, ("t3",), {})}
+    assert jobs["dma_buffer=1024/t3"] == {"dma_buffer": 1024}
+    assert node_params(dma_buffer=1024).dma.buffer_beats == 1024
+    assert node_params().dma.buffer_beats == 32
+    with pytest.raises(ValueError, match="dma_buffer must be an integer from 4 to 1024, "
+                                         "not 2048"):
+        parse_vary(["dma_buffer=2048"])
+
 # --- real runs: the sweep on Dask, the timeline ---------------------------------------------------
 
 TINY = dict(m=32, n=32, k=64, tile_rows=16, tile_cols=16, wfs_per_wg=2, cus=2)

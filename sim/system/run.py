@@ -175,13 +175,15 @@ def gpu_bits_for(gpus):
     return max(DMAParams.gpu_bits, (gpus - 1).bit_length())
 
 
-def node_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None, gpus=None, formats=FORMATS):
+def node_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None, gpus=None, formats=FORMATS,
+                dma_buffer=None):
     """The :class:`system.node.NodeParams` of the system's nodes: ALUs for ``formats``
     (default :data:`FORMATS`; a run's: :func:`run_formats`),
     memory of ``memory_rows`` rows per bank (8: 128 KiB per GPU), an MCQ of ``mcq_depth``
     entries (default: the node's, 64), an L2 of geometry ``l2`` (an
     :class:`l2.config.L2Params`; default none), GPU numbers wide enough for a ring of
-    ``gpus`` (:func:`gpu_bits_for`; default 16 GPUs)."""
+    ``gpus`` (:func:`gpu_bits_for`; default 16 GPUs), a DMA payload buffer of ``dma_buffer``
+    beats (the tile reads it keeps in flight; default the node's, 32)."""
     node = NodeParams(nmc=NMCParams(rows=memory_rows, formats=tuple(formats)), l2=l2)
     if gpus is not None and gpu_bits_for(gpus) != node.dma.gpu_bits:
         node = dataclasses.replace(node, dma=dataclasses.replace(
@@ -189,12 +191,16 @@ def node_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None, gpus=None, for
     if mcq_depth is not None:
         node = dataclasses.replace(node, arbiter=dataclasses.replace(node.arbiter,
                                                                      depth=mcq_depth))
+    if dma_buffer is not None:
+        node = dataclasses.replace(node, dma=dataclasses.replace(node.dma,
+                                                                 buffer_beats=dma_buffer))
     return node
 
 
-def system_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None, gpus=None, formats=FORMATS):
+def system_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None, gpus=None, formats=FORMATS,
+                  dma_buffer=None):
     """``(T3Params, NodeParams)`` of the system: the default widths and :func:`node_params`."""
-    return T3Params(), node_params(memory_rows, mcq_depth, l2, gpus, formats)
+    return T3Params(), node_params(memory_rows, mcq_depth, l2, gpus, formats, dma_buffer)
 
 
 def describe_scale(spec, gpus, latency=LINK_LATENCY):
@@ -311,7 +317,7 @@ def check_wave(wave, sim, scope=None, gpus=None):
 def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
                bandwidth=LINK_BANDWIDTH, engines=True, mcq_depth=None, l2=None,
                geometry=None, charge_headers=LINK_CHARGES_HEADERS, formats=("fp16",),
-               linklayer=None, faults=False, topology="ring"):
+               linklayer=None, faults=False, topology="ring", dma_buffer=None):
     """``(top name, make, cache key)`` of the ring a run uses (built once per key);
     ``l2``, ``geometry``, ``charge_headers``, ``linklayer``, ``topology`` as in
     :func:`run_config`;
@@ -320,7 +326,8 @@ def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
     :func:`run_formats`)."""
     from system.ring import Ring
     memory_rows = memory_rows or memory_rows_for(gpus)
-    params, nparams = geometry or system_params(memory_rows, mcq_depth, l2, gpus, formats)
+    params, nparams = geometry or system_params(memory_rows, mcq_depth, l2, gpus, formats,
+                                                dma_buffer)
     nparams = with_linklayer(nparams, linklayer)
     eparams = engine_params_for(gpus) if engines is True else (engines or None)
     key = design_key(Ring, params.to_dict(), nparams.to_dict(), gpus, latency, bandwidth,
@@ -535,7 +542,7 @@ def run_plan(spec, gpus, config, *, sim=None, seed=1, memory_rows=None, latency=
              mcq_depth=None, l2=None, l2_config=None, geometry=None,
              charge_headers=LINK_CHARGES_HEADERS, linklayer=None, faults=None, reset_gpu=None,
              recover=False, topology="ring", collective="ring", wave=None, wave_scope=None,
-             check=True):
+             check=True, dma_buffer=None):
     """The :class:`RunPlan` of :func:`run_config`'s arguments (see there), every argument
     checked: a refused one raises ``ValueError`` naming the field.  ``check=False`` leaves
     out the check of everything the run will program (:func:`check_config`, most of the
@@ -544,7 +551,7 @@ def run_plan(spec, gpus, config, *, sim=None, seed=1, memory_rows=None, latency=
     check_int("gpus", gpus, 2, MAX_GPUS)
     memory_rows = memory_rows or memory_rows_for(gpus)
     params, nparams = geometry or system_params(memory_rows, mcq_depth, l2, gpus,
-                                                run_formats(spec))
+                                                run_formats(spec), dma_buffer)
     nparams = with_linklayer(nparams, linklayer)
     fault_ports = check_faults(faults, nparams) if faults else None
     eparams = engine_params_for(gpus) if engines is True else engines
@@ -583,19 +590,21 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                bandwidth=LINK_BANDWIDTH, engines=True, cxx_opt=None, timeline=None,
                mcq_depth=None, l2=None, l2_config=None, geometry=None,
                charge_headers=LINK_CHARGES_HEADERS, linklayer=None, faults=None,
-               reset_gpu=None, recover=False, topology="ring", collective="ring"):
+               reset_gpu=None, recover=False, topology="ring", collective="ring",
+               dma_buffer=None):
     """Run ``config`` on a ring of ``gpus``; returns the result dict of
     :func:`sim.system.testbench.run_system`.  ``progress(line)`` sees the testbench's progress
     lines.  ``engines``: the GPU-side engines in the ring's RTL that make the GPUs' traffic
     (``True``: :func:`engine_params_for` the ring, :data:`ENGINE_PARAMS` up to 16 GPUs; or an
     :class:`EngineParams`).  ``cxx_opt``: the Verilator model's C++ optimisation (default
     :data:`CXX_OPT`).  ``timeline``: sample every GPU's timeline counters every that many
-    cycles (``result["timeline"]``, :mod:`sim.system.timeline`).  ``mcq_depth``: the memory controller queue's entries (default
-    the node's).  ``l2``: an :class:`l2.config.L2Params`: every node has an L2 of that
+    cycles (``result["timeline"]``, :mod:`sim.system.timeline`).  ``mcq_depth``: the memory
+    controller queue's entries (default the node's); ``dma_buffer``: the DMA engine's payload
+    buffer in beats, the tile reads it keeps in flight (default the node's, 32).  ``l2``: an :class:`l2.config.L2Params`: every node has an L2 of that
     geometry (the GEMM's inputs cached; :func:`sim.system.configure.allocate`), programmed
     with ``l2_config`` (an :class:`l2.config.L2Config`; default :data:`SYSTEM_L2_CONFIG`).
     ``geometry``: ``(T3Params, NodeParams)`` in place of the system's (:func:`system_params`;
-    ``memory_rows``, ``mcq_depth`` and ``l2`` then do nothing; without it the adders handle
+    ``memory_rows``, ``mcq_depth``, ``dma_buffer`` and ``l2`` then do nothing; without it the adders handle
     the workload's type only, :func:`run_formats`), e.g. the board's
     (:class:`system.board.BoardParams`).  ``charge_headers``: whether a link packet's header
     costs link bandwidth (default :data:`sim.system.workload.LINK_CHARGES_HEADERS`: no, as the
@@ -627,7 +636,8 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                     timeline=timeline, mcq_depth=mcq_depth, l2=l2, l2_config=l2_config,
                     geometry=geometry, charge_headers=charge_headers, linklayer=linklayer,
                     faults=faults, reset_gpu=reset_gpu, recover=recover, topology=topology,
-                    collective=collective, wave=wave, wave_scope=wave_scope)
+                    collective=collective, wave=wave, wave_scope=wave_scope,
+                    dma_buffer=dma_buffer)
     sim, top, make, key = plan.sim, plan.top, plan.make, plan.key
     build_dir = Path(build_dir or tempfile.mkdtemp(prefix=f"t3_system_{config}_"))
     build_dir.mkdir(parents=True, exist_ok=True)
