@@ -144,7 +144,8 @@ INFO = Reg("info", 32, "ro", "geometry", fields=(
 
 #: Statistics registers read back after a run.
 STAT_REGISTERS = ("status", "compute_issues", "comm_issues", "compute_wait", "forced",
-                  "comm_max_wait", "peak_occupancy", "occupancy_sum", "cycles", "threshold",
+                  "comm_max_wait", "peak_occupancy", "occupancy_sum", "compute_occupancy_sum",
+                  "cycles", "threshold",
                   "calib_sum", "calib_cycles")
 
 
@@ -169,6 +170,9 @@ def arbiter_registers(aparams: ArbiterParams):
         Reg("peak_occupancy", 32, "ro", "most MCQ entries at once"),
         Reg("occupancy_sum", 48, "ro", "sum over cycles of the MCQ occupancy (mean = "
                                        "occupancy_sum / cycles)"),
+        Reg("compute_occupancy_sum", 48, "ro", "sum over cycles of the compute stream's MCQ "
+                                               "entries (the communication stream's: "
+                                               "occupancy_sum minus this)"),
         Reg("cycles", 32, "ro", "cycles since the counters were cleared"),
         Reg("calib_sum", 48, "ro", "last calibration window: sum over its cycles of the "
                                    "compute stream's MCQ occupancy"),

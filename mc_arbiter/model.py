@@ -68,6 +68,7 @@ class ArbiterModel:
         self.comm_max_wait = 0
         self.peak_occupancy = 0
         self.occupancy_sum = 0
+        self.compute_occupancy_sum = 0
 
     @property
     def occupancy(self):
@@ -120,6 +121,7 @@ class ArbiterModel:
             self.comm_wait_run = 0
         # calibration (uses the compute occupancy at the start of the cycle)
         compute_occ = self.compute_occupancy
+        self.compute_occupancy_sum += compute_occ
         if x.calib_start:
             new_calibrating, self.run_sum_next, self.run_cycles_next = True, 0, 0
         elif self.calibrating:
@@ -199,6 +201,7 @@ def check_arbiter_run(model, cycles, dequeued, regs=None, compute_items=(), comm
         for name, want in (("comm_max_wait", model.comm_max_wait),
                            ("peak_occupancy", model.peak_occupancy),
                            ("occupancy_sum", model.occupancy_sum),
+                           ("compute_occupancy_sum", model.compute_occupancy_sum),
                            ("threshold", model.threshold),
                            ("calib_sum", model.calib_sum), ("calib_cycles", model.calib_cycles)):
             assert regs[name] == want, f"{name}: hardware {regs[name]}, model {want}"

@@ -305,6 +305,7 @@ class MCArbiter(wiring.Component):
         comm_wait_run = Signal(32)
         peak = Signal(range(ap.depth + 1))
         occ_sum = Signal(48)
+        compute_occ_sum = Signal(48)
         calib_sum = Signal(48)
         calib_cycles = Signal(32)
         run_sum = Signal(48)
@@ -313,7 +314,8 @@ class MCArbiter(wiring.Component):
             "info": {"depth": ap.depth, "calib_rows": ap.calib_rows},
             "occupancy": level, "compute_occupancy": compute_occ,
             "comm_max_wait": comm_max_wait, "peak_occupancy": peak,
-            "occupancy_sum": occ_sum, "calib_sum": calib_sum, "calib_cycles": calib_cycles,
+            "occupancy_sum": occ_sum, "compute_occupancy_sum": compute_occ_sum,
+            "calib_sum": calib_sum, "calib_cycles": calib_cycles,
             **counters,
         })
         clear = regs.command("cmd", "clear")
@@ -447,6 +449,7 @@ class MCArbiter(wiring.Component):
             count(m, counters[name], event, clear)
         # sums and waits saturate like the counters (hw.csr.accumulate)
         accumulate(m, occ_sum, level, clear)
+        accumulate(m, compute_occ_sum, compute_occ, clear)
         wait_top = (1 << len(comm_wait_run)) - 1
         waited = Mux(comm_wait_run == wait_top, wait_top, comm_wait_run + 1)
         with m.If(clear):
