@@ -559,7 +559,8 @@ def test_timeline_shows_every_gpus_phases(tmp_path):
 def test_the_stall_table_gives_per_gpu_waits_and_l2_hits():
     """The GEMM's waits at the MC arbiter per GPU (the sum over GPUs divided by them), the
     MCA thresholds the calibration chose, and the share of the GEMM's cached reads served by
-    the L2 (hits and reads merged into a miss)."""
+    the L2 (hits and reads merged into a miss), the MCQ's mean entries by stream per GPU over
+    the fused phase."""
     from sim.system.paper import stall_markdown
 
     def run(wait, l2_phase, hits, merged, misses, threshold=None):
@@ -567,7 +568,8 @@ def test_the_stall_table_gives_per_gpu_waits_and_l2_hits():
                 "l2": {l2_phase: {"read_hits": hits, "read_merged": merged,
                                   "read_misses": misses}}}
     results = {"X": {"sequential": run(400, "gemm", 30, 10, 60),
-                     "t3": run(800, "gemm_rs", 50, 0, 50),
+                     "t3": dict(run(800, "gemm_rs", 50, 0, 50), phase_cycles={"gemm_rs": 1000},
+                                mcq_occupancy={"compute": 12000, "comm": 3000}),
                      "t3-mca": run(200, "gemm_rs", 70, 5, 25, [5, 10, 5, 5])},
                "Y": {"sequential": {"gpus": 8, "compute_wait": 80, "l2": None}}}
     # Z's Sequential GEMM: 2 GPUs, 3,000 DRAM beats in 10,000 cycles each, of the 5,000 beats
@@ -575,12 +577,14 @@ def test_the_stall_table_gives_per_gpu_waits_and_l2_hits():
     results["Z"] = {"sequential": {"gpus": 2, "compute_wait": 0, "phase_cycles": {"gemm": 10000},
                                    "dram": {"gemm_reads": 5000, "gemm_writes": 1000}}}
     lines = stall_markdown(results)
-    assert lines[0].endswith("| Sequential's GEMM, of the CUs' peak | of HBM's bandwidth |")
+    assert lines[0].endswith("| MCQ entries, T3 | MCQ entries, T3-MCA | "
+                             "Sequential's GEMM, of the CUs' peak | of HBM's bandwidth |")
     # these runs carry no workload: the GEMM's fraction of the peak is "—" (its arithmetic is
     # test_gemm_efficiency_against_the_peak's)
-    assert lines[2] == "| X | 100 | 200 | 50 | 5/10 | 40% / 75% | — | — |"
-    assert lines[3] == "| Y | 10 | — | — | — | — / — | — | — |"
-    assert lines[4] == "| Z | 0 | — | — | — | — / — | — | 60% |"
+    # X's T3: 12,000 compute and 3,000 communication entry-cycles over 4 GPUs x 1,000 cycles
+    assert lines[2] == "| X | 100 | 200 | 50 | 5/10 | 40% / 75% | 3.0 / 0.8 | — | — | — |"
+    assert lines[3] == "| Y | 10 | — | — | — | — / — | — | — | — | — |"
+    assert lines[4] == "| Z | 0 | — | — | — | — / — | — | — | — | 60% |"
 
 
 # --- Figure 17 on a made-up timeline ---------------------------------------------------------------

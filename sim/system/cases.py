@@ -34,7 +34,8 @@ def run_case(name, config, scale=1.0, sim=None, seed=1, timeline=None):
            "cycles": r["cycles"], "phase_cycles": r["phase_cycles"], "dram": r["dram"],
            "verified": True, "status_errors": errors,
            "arbiter_threshold": r["arbiter_threshold"],
-           "compute_wait": r["compute_wait"], "l2": r["l2"],
+           "compute_wait": r["compute_wait"], "mcq_occupancy": r["mcq_occupancy"],
+           "l2": r["l2"],
            "simulated_cycles": r["simulated_cycles"],
            "wall_s": round(time.monotonic() - start, 1)}
     if timeline is not None:

@@ -95,8 +95,8 @@ def check_cases(cases, scale, configs=RUNS):
     """Refuse a case the rings cannot run, before any job (the ring size, the programming of
     every run in ``configs``)."""
     from system.ring import MAX_GPUS
-    from sim.system.run import (PAPER_L2, check_config, paper_l2_config, paper_memory_rows,
-                                run_formats, system_params)
+    from sim.system.run import (PAPER_DMA_BUFFER, PAPER_L2, check_config, paper_l2_config,
+                                paper_memory_rows, run_formats, system_params)
     scaled_cus(scale)
     for name in cases:
         spec, gpus, _ = case_setup(name, scale)
@@ -104,7 +104,8 @@ def check_cases(cases, scale, configs=RUNS):
             raise ValueError(f"case {name}: TP {gpus} needs a ring of {gpus} GPUs; the ring "
                              f"has at most {MAX_GPUS}")
         params, nparams = system_params(paper_memory_rows(gpus), l2=PAPER_L2, gpus=gpus,
-                                        formats=run_formats(spec))
+                                        formats=run_formats(spec),
+                                        dma_buffer=PAPER_DMA_BUFFER)
         for config in configs:
             try:
                 check_config(spec, gpus, config, params, nparams, PAPER_ENGINE,
@@ -351,11 +352,14 @@ def figure16_markdown(results):
 def stall_markdown(results):
     """The GEMM's stalls at the memory controller (Figure 17's measure): the cycles its
     requests waited at the MC arbiter during its phase, per GPU, for each configuration; the
-    L2's hit rate of the GEMM's reads; and how hard Sequential's GEMM drove the CUs and the
-    HBM (:func:`gemm_efficiency`, :func:`gemm_hbm_share`)."""
+    L2's hit rate of the GEMM's reads; the MCQ's mean entries by stream (compute /
+    communication, per GPU over the fused phase, :func:`mcq_means`) under T3 and T3-MCA; and
+    how hard Sequential's GEMM drove the CUs and the HBM (:func:`gemm_efficiency`,
+    :func:`gemm_hbm_share`)."""
     md = ["| case | Sequential | T3 | T3-MCA | MCA threshold | L2 hits (Seq / T3-MCA) | "
+          "MCQ entries, T3 | MCQ entries, T3-MCA | "
           "Sequential's GEMM, of the CUs' peak | of HBM's bandwidth |",
-          "|---|---:|---:|---:|---:|---:|---:|---:|"]
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for case, runs in results.items():
         def wait(config):
             r = runs.get(config)
@@ -370,10 +374,13 @@ def stall_markdown(results):
             g = l2["gemm_rs" if "gemm_rs" in l2 else "gemm"]
             reads = g["read_hits"] + g["read_misses"] + g["read_merged"]
             return f"{100 * (g['read_hits'] + g['read_merged']) / reads:.0f}%" if reads else "—"
+        def mcq(config):
+            means = mcq_means(runs.get(config))
+            return "—" if means is None else f"{means[0]:.1f} / {means[1]:.1f}"
         mca = runs.get("t3-mca", {}).get("arbiter_threshold")
         md.append(f"| {case} | {wait('sequential')} | {wait('t3')} | {wait('t3-mca')} | "
                   f"{'—' if not mca else '/'.join(str(t) for t in sorted(set(mca)))} | "
-                  f"{hits('sequential')} / {hits('t3-mca')} | "
+                  f"{hits('sequential')} / {hits('t3-mca')} | {mcq('t3')} | {mcq('t3-mca')} | "
                   f"{_f(gemm_efficiency(runs.get('sequential')), '{:.0%}')} | "
                   f"{_f(gemm_hbm_share(runs.get('sequential')), '{:.0%}')} |")
     return md
@@ -406,6 +413,18 @@ def causes_markdown(results):
                   f"{_f(stalls(seq, 'gemm'), '{:.0%}')} / {_f(stalls(t3, 'gemm_rs'), '{:.0%}')} | "
                   f"{_f(None if wait is None else wait / t3['gpus'] / f, '{:.1%}')} |")
     return md
+
+
+def mcq_means(run):
+    """``(compute, communication)``: the MCQ's mean entries of each stream per GPU over the
+    run's GEMM phase (the fused phase of T3), from its ``mcq_occupancy`` sums; ``None``
+    without them (a record from before they were counted)."""
+    occ = (run or {}).get("mcq_occupancy")
+    if not occ:
+        return None
+    phase = "gemm_rs" if "gemm_rs" in run["phase_cycles"] else "gemm"
+    span = run["gpus"] * run["phase_cycles"][phase]
+    return occ["compute"] / span, occ["comm"] / span
 
 
 def gemm_efficiency(run):

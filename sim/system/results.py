@@ -23,7 +23,8 @@ COUNTERS = [("nmc", f"{k}_{s}") for k in ("reads", "stores", "updates") for s in
     ("tracker", "peak_occupancy"), ("tracker", "triggers"), ("tracker", "status"),
     ("tracker", "errors"), ("tracker", "tracked"), ("tracker", "occupancy"), ("dma", "triggers"),
     ("dma", "reads"), ("dma", "beats_received"), ("nmc", "errors"), ("arbiter", "forced"),
-    ("arbiter", "threshold"), ("arbiter", "comm_max_wait"), ("arbiter", "compute_wait")]
+    ("arbiter", "threshold"), ("arbiter", "comm_max_wait"), ("arbiter", "compute_wait"),
+    ("arbiter", "occupancy_sum"), ("arbiter", "compute_occupancy_sum")]
 
 #: Also read when the nodes have a link layer (``linklayer.config.LINK_COUNTERS``) and its
 #: status.
