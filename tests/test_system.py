@@ -186,3 +186,25 @@ def test_balanced_case_t3_beats_sequential(simulator, tmp_path, t3_options):
     total = {c: sum(v for k, v in r["dram"].items() if k.endswith(("reads", "writes")))
              for c, r in results.items()}
     assert total["t3-mca"] <= total["sequential"], total
+
+
+@pytest.mark.cocotb
+def test_isolated_ring_rs_with_nmc(tmp_path, t3_options):
+    """``rs-nmc`` on the ring, the paper's Ideal-RS+NMC: the output is in memory before its
+    phase but for the step-1 chunk, which the phase begins by storing as tracked updates;
+    every step is a DMA transfer (the links carry exactly the G - 1 chunks each GPU sends),
+    reduced by the receivers' near-bank ALUs; its phase reads no GEMM input and lasts at
+    least what the link needs for G - 1 chunks; bit-exact."""
+    gpus = 4
+    spec = GemmSpec(n=16 * gpus, **SMALL)
+    r = run_config(spec, gpus, "rs-nmc", build_dir=tmp_path, seed=t3_options.seed)
+    assert r["verified"] is True
+    assert set(r["phase_cycles"]) == {"gemm_rs", "ag"}
+    beats = spec.m * spec.n * spec.elem_bytes // T3Params().beat_bytes // gpus   # a chunk
+    d = r["dram"]
+    assert d["link_payload_beats"] == gpus * (gpus - 1) * beats
+    assert d["gemm_reads"] == 0
+    # in its phase the engines store only the step-1 chunk (the rest was stored before it)
+    assert d["gemm_writes"] == gpus * beats
+    num, den = LINK_BANDWIDTH
+    assert r["phase_cycles"]["gemm_rs"] >= (gpus - 1) * beats * den / num

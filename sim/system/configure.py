@@ -4,7 +4,8 @@ reduce-scatter and all-to-all (section 7.1), and the remote windows of the basel
 collectives and of the all-gather."""
 
 
-__all__ = ["CONFIGS", "ISOLATED_RS", "allocate", "configure_fused", "configure_direct",
+__all__ = ["CONFIGS", "ISOLATED_RS", "allocate", "configure_fused", "configure_isolated_rs",
+           "configure_direct",
            "configure_all_to_all", "configure_all_reduce", "map_ring_windows",
            "map_direct_windows"]
 
@@ -12,9 +13,12 @@ __all__ = ["CONFIGS", "ISOLATED_RS", "allocate", "configure_fused", "configure_d
 #: The configurations of paper section 5.3 that run on the hardware.
 CONFIGS = ("sequential", "t3", "t3-mca")
 
-#: Also accepted by the testbench: ``rs-nmc``, the fused configuration with a GEMM of no
-#: input reads and no compute time (its output stores only): the reduce-scatter with NMC in
-#: isolation, for Ideal-RS+NMC.
+#: Also accepted by the testbench: ``rs-nmc``, the reduce-scatter with NMC in isolation, for
+#: Ideal-RS+NMC (paper section 5.3).  Of the ring reduce-scatter (:func:`configure_isolated_rs`):
+#: the GEMM's output is in memory before the phase starts, as Sequential's RS finds it, and
+#: every step is a DMA transfer whose data the receiver's near-bank ALUs add into memory.  Of
+#: the other collectives (a full mesh's, the all-reduce): the fused configuration with a GEMM
+#: of no input reads and no compute time (its output stores only).
 ISOLATED_RS = "rs-nmc"
 
 
@@ -88,6 +92,41 @@ def configure_fused(driver, wl, layout, policy, all_reduce=False):
         driver.gemm(c_here, wl.stages(g, tracked_steps), s.wfs_per_wg, update=True,
                     forwarded=forwarded, forwarded_after=all_reduce)
     driver.set_arbitration(policy, auto_threshold=policy == "MCA")
+
+
+def configure_isolated_rs(driver, wl, layout):
+    """The ring reduce-scatter with NMC in isolation (the paper's Ideal-RS+NMC, section 5.3)
+    on every GPU ``g``: the chunks of steps 1..G-1 are ``dma_map``-ed to the same place on
+    GPU ``g-1`` as op-and-stores, tracked at one update per element, untracked there for the
+    one that is ``g-1``'s own final chunk.  The output is stored before the timed phase with
+    plain stores, which the Tracker does not count, except the step-1 chunk; the phase starts
+    with the engine storing that chunk as tracked updates into the zeroed memory (its tiles
+    fire at once, with no reads and no compute: a GPU's first send needs its data in memory,
+    and this puts it there), and from then on each arriving update completes a tile that the
+    DMA sends on (:meth:`sim.system.host.RingHost.run`).  Round-robin arbitration."""
+    gpus, s = wl.gpus, wl.spec
+    nc = wl.chunk_cols
+    for g in range(gpus):
+        dst = (g - 1) % gpus
+        c_here, c_there = driver.buffer(g, "C"), driver.buffer(dst, "C")
+        runs = []
+        for step in range(1, gpus):
+            chunk = (g + step) % gpus
+            final_there = chunk == dst
+            if runs and runs[-1][1] + runs[-1][2] == chunk and runs[-1][0] == final_there:
+                runs[-1][2] += 1
+            else:
+                runs.append([final_there, chunk, 1])
+        for final_there, first, count in runs:
+            driver.dma_map(c_here.cols_range(first * nc, count * nc), dst,
+                           c_there.cols_range(first * nc, count * nc), op="update",
+                           updates_per_element=1, tile=(s.tile_rows, s.tile_cols),
+                           tracked_at_dst=not final_there)
+        # the engine's tracked stores: step 1's chunk; the tiles of steps 2..G-1 arrive from
+        # GPU g+1's DMA, one after another, each completed by its one update
+        driver.gemm(c_here, wl.stages(g, [1]), s.wfs_per_wg, update=True,
+                    forwarded=[wg for stage in wl.stages(g, range(2, gpus)) for wg in stage])
+    driver.set_arbitration("ROUND_ROBIN")
 
 
 def _ring_all_gather(driver, wl, g):

@@ -44,7 +44,7 @@ import numpy as np
 from l2.config import STATUS as L2_STATUS
 from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_all_reduce,
                                   configure_all_to_all, configure_direct, configure_fused,
-                                  map_direct_windows, map_ring_windows)
+                                  configure_isolated_rs, map_direct_windows, map_ring_windows)
 from sim.system.driver import ETYPES, REMOTE_SPACE, Driver
 from sim.system.programs import (ag_steps, direct_copy_steps, direct_rs_steps, direct_slot,
                                  gemm_program, read_steps, rs_steps)
@@ -265,11 +265,13 @@ class RingHost:
         self.progress(f"phase {name}: {max(cycles)} cycles")
         self.last = after
 
-    def gemm_programs(self, mode, free=False):
-        """Every GPU's GEMM program (``(kernel, registers, descriptor beats)``) in ``mode``."""
+    def gemm_programs(self, mode, free=False, steps=None):
+        """Every GPU's GEMM program (``(kernel, registers, descriptor beats)``) in ``mode``
+        (of the WGs of ring steps ``steps``, default all)."""
         out = []
         for g in range(self.gpus):
-            program = gemm_program(self.wl, g, self.layout, mode, REMOTE_SPACE, free=free)
+            program = gemm_program(self.wl, g, self.layout, mode, REMOTE_SPACE, free=free,
+                                   steps=steps)
             out.append((Kernel.GEMM, program.registers,
                         [pack_wg(self.params, d) for d in program.wgs]))
         return out
@@ -316,6 +318,17 @@ class RingHost:
                 map_ring_windows(self.driver, wl, "R")
                 await self.program()
                 await self.run_phase("rs", steps(rs_steps))
+        elif self.config == ISOLATED_RS and self.collective == "ring":
+            # the ring RS with NMC in isolation: the GEMM's output stored before the phase
+            # (plain stores, untracked), but for the step-1 chunk, which the phase begins by
+            # storing as tracked updates (configure_isolated_rs)
+            configure_isolated_rs(self.driver, wl, layout)
+            await self.program()
+            await self.run_phase("preload", gemm("sequential", free=True,
+                                                 steps=range(2, gpus + 1)))
+            del self.phases["preload"]
+            await self.run_phase("gemm_rs", gemm("rs-nmc", free=True, steps=[1]),
+                                 arrivals=(gpus - 1) * cb)
         else:
             policy = "MCA" if self.config == "t3-mca" else "ROUND_ROBIN"
             if direct_collective(self.collective, self.driver.topology):
@@ -391,6 +404,12 @@ class RingHost:
             # the GEMM's stalls at the memory controller: cycles its requests waited at the
             # MC arbiter during the GEMM's phase, summed over the GPUs
             "compute_wait": sums[gemm_phase]["arbiter.compute_wait"],
+            # the MCQ's entries by stream, summed over the GEMM phase's cycles and the GPUs
+            # (a mean occupancy: divided by the GPUs and the phase's cycles)
+            "mcq_occupancy": {
+                "compute": sums[gemm_phase]["arbiter.compute_occupancy_sum"],
+                "comm": sums[gemm_phase]["arbiter.occupancy_sum"] -
+                sums[gemm_phase]["arbiter.compute_occupancy_sum"]},
             "dram": dict(dram, link_utilization=link_util,
                          link_payload_beats=sums[link_phase]["dma.beats_sent"],
                          link_busy_beats=sums[link_phase]["dma.link_busy"],

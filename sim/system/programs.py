@@ -18,21 +18,25 @@ __all__ = ["gemm_program", "SLICE_BEATS", "slices", "rs_steps", "direct_slot",
            "direct_copy_steps", "direct_rs_steps", "ag_steps", "read_steps"]
 
 
-def gemm_program(wl, g, layout, mode, remote_space, free=False):
+def gemm_program(wl, g, layout, mode, remote_space, free=False, steps=None):
     """GPU ``g``'s GEMM, its WG descriptors in launch order: ``mode`` ``"t3"``
     (step-1 tiles as remote updates, steps 2..G-1 tracked updates, its own chunk an untracked
     update), ``"ring-all-reduce"`` (the same, every update tracked: the all-gather by track
     and trigger follows, :func:`sim.system.configure.configure_fused`), ``"direct"`` (a fully connected topology's direct reduce-scatter, paper section
     7.1: every other GPU's chunk as remote updates to its owner, its own chunk an untracked
     update), ``"all-to-all"`` (every other GPU's chunk as remote stores to its owner, none of
-    them written locally, its own chunk a local store) or ``"sequential"`` (plain stores);
-    ``layout`` the buffers (:func:`sim.system.configure.allocate`); ``free``: no reads, no
-    compute time."""
+    them written locally, its own chunk a local store), ``"rs-nmc"`` (local tracked updates:
+    the isolated reduce-scatter's first step, :func:`sim.system.configure.
+    configure_isolated_rs`) or ``"sequential"`` (plain stores); ``layout`` the buffers
+    (:func:`sim.system.configure.allocate`); ``free``: no reads, no compute time; ``steps``:
+    only the WGs of those ring steps (default all)."""
     s, p = wl.spec, wl.params
     e, beat = s.elem_bytes, p.beat_bytes
     gpus = wl.gpus
     wgs = []
     for wg in wl.schedule[g]:
+        if steps is not None and wg.step not in steps:
+            continue
         if mode == "t3":
             remote = wg.step == 1
             tracked = (2 <= gpus - 1) if remote else (2 <= wg.step <= gpus - 1)
@@ -48,6 +52,8 @@ def gemm_program(wl, g, layout, mode, remote_space, free=False):
             remote, tracked, update = wg.chunk != g, True, True
         elif mode == "all-to-all":
             remote, tracked, update = wg.chunk != g, False, False
+        elif mode == "rs-nmc":
+            remote, tracked, update = False, True, True
         else:
             remote = tracked = update = False
         tiles = tuple((c0 * s.m + r0) * e // beat for r0, c0 in wg.tiles)
@@ -57,7 +63,8 @@ def gemm_program(wl, g, layout, mode, remote_space, free=False):
     registers = {
         "cus": s.cus, "read_beats": 0 if free else wl.wg_read_beats(),
         "a_read": wl.wg_read_split()[0],
-        "stage_wgs": sum(1 for wg in wl.schedule[g] if wg.step == 1),
+        "stage_wgs": sum(1 for wg in wl.schedule[g] if wg.step == 1 and
+                         (steps is None or 1 in steps)),
         "compute_cycles": 0 if free else wl.wg_compute_cycles(),
         "a_base": a.base, "b_base": b.base,
         "c_base": layout["C"].base, "remote_space": remote_space, "wfs": s.wfs_per_wg,

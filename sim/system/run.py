@@ -229,7 +229,8 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
     from sim.system.driver import Driver
     from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_all_reduce,
                                       configure_all_to_all, configure_direct, configure_fused,
-                                      map_direct_windows, map_ring_windows)
+                                      configure_isolated_rs, map_direct_windows,
+                                      map_ring_windows)
     from sim.system.workload import Workload
     if config not in CONFIGS + (ISOLATED_RS,):
         raise ValueError(f"config must be one of {CONFIGS}, not {config!r}")
@@ -252,6 +253,8 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
     elif direct:
         {"direct": configure_direct, "all-to-all": configure_all_to_all,
          "all-reduce": configure_all_reduce}[collective](driver, wl, layout, policy)
+    elif config == ISOLATED_RS and collective == "ring":
+        configure_isolated_rs(driver, wl, layout)
     elif config != "sequential":
         configure_fused(driver, wl, layout, policy, all_reduce=collective == "all-reduce")
     map_ring_windows(driver, wl, "R")
@@ -272,9 +275,14 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
             raise ValueError(f"the engines' local_beats {eparams.local_beats} cannot hold a "
                              f"GPU's partial output and its read-back, {out_beats} + {back} "
                              f"beats")
-        for g in range(gpus):
-            program = gemm_program(wl, g, layout, mode, REMOTE_SPACE,
-                                   free=config == ISOLATED_RS)
+        # the isolated ring RS runs two programs: the output's stores before the phase and
+        # the step-1 chunk's tracked stores in it
+        programs = [dict(mode="sequential", steps=range(2, gpus + 1)),
+                    dict(mode="rs-nmc", steps=[1])] \
+            if config == ISOLATED_RS and collective == "ring" else [dict(mode=mode, steps=None)]
+        for g, which in ((g, which) for g in range(gpus) for which in programs):
+            program = gemm_program(wl, g, layout, which["mode"], REMOTE_SPACE,
+                                   free=config == ISOLATED_RS, steps=which["steps"])
             if len(program.wgs) * desc_beats(params) > eparams.local_beats:
                 raise ValueError(f"GPU {g}'s engine: {len(program.wgs)} WG descriptors of "
                                  f"{desc_beats(params)} beats exceed its program memory of "
