@@ -32,7 +32,7 @@ def test_presets_keep_the_papers_ratios(name):
     mult = {"OP": 1, "FC-2": 4, "FC-1": 4, "IP": 3}[case["sublayer"]]
     assert spec.k == k == mult * hidden // tp
     # the GEMM : RS time ratio is the paper's: (2 M N K / F) / ((G-1)/G M N e / L) with the
-    # paper's F = 28,672 flop/cycle and L = 75 B/cycle (Table 1)
+    # paper's F = 114,688 flop/cycle (the tensor cores') and L = 75 B/cycle (Table 1)
     paper_ratio = (2 * k / PAPER["fp16_flops_per_cycle"]) / \
         ((tp - 1) / tp * 2 / PAPER["link_bytes_per_cycle"])
     assert Workload.estimate(spec, tp, P)["ratio"] == pytest.approx(paper_ratio, rel=1e-9)
@@ -89,10 +89,13 @@ def test_the_machine_table_states_the_models_values():
     from dma.config import DMAParams
     from mc_arbiter.config import ArbiterParams
     from nmc.config import HBMTiming, NMCParams
-    from sim.system.run import L2_HIT_LATENCY, PAPER_L2
+    from sim.system.run import L2_HIT_LATENCY, PAPER_DMA_BUFFER, PAPER_L2
     from sim.system.workload import LINK_BANDWIDTH, MODEL_HBM_BYTES_PER_CYCLE, SCALED_CUS
     rows = _machine_rows()
     t, n = HBMTiming(), NMCParams()
+    max_chunk = max(preset(c, scale=sc).m * preset(c, scale=sc).n // PRESETS[c]["tp"] *
+                    preset(c, scale=sc).elem_bytes // 32
+                    for c in FIGURE16_CASES for sc in (0.5, 1))
     flops = PAPER["fp16_flops_per_cycle"]
     miss = 25        # an unloaded miss at the compute port, measured by test_system_unit
     want = {
@@ -111,9 +114,11 @@ def test_the_machine_table_states_the_models_values():
         "L2 capacity": (f"{PAPER_L2.sets} sets × {PAPER_L2.ways} ways of 32-byte lines "
                         f"({PAPER_L2.sets * PAPER_L2.ways * 32 // 1024} KiB), "
                         f"{PAPER_L2.banks} banks",),
-        "L2 misses in flight": (f"{PAPER_L2.mshrs} MSHRs a GPU",),
+        "L2 misses in flight": (f"{PAPER_L2.mshrs} MSHRs a GPU",
+                                f"{PAPER_L2.depth} requests in flight"),
         "L2 hit latency": (f"({L2_HIT_LATENCY + 1} of {miss} cycles)",),
-        "RS reads": (f"keeps {DMAParams().buffer_beats} beats of reads in flight",),
+        "RS reads": (f"keeps up to {PAPER_DMA_BUFFER} beats of reads in flight",
+                     f"chunk is {max_chunk} beats at most"),
     }
     for name, phrases in want.items():
         assert name in rows, f"docs/paper.md's machine table has no row {name!r}"
@@ -127,7 +132,17 @@ def test_the_machine_table_states_the_models_values():
         0.51 < (L2_HIT_LATENCY + 1) / miss < 0.62
     # a row that differs from its source says so, and says how
     assert sorted(r for r, cells in rows.items() if cells[3].startswith("**differs**")) == \
-        ["DRAM scheduler", "L2 misses in flight", "RS reads", "fp16 GEMM rate"]
+        ["DRAM scheduler"]
+    # the MSHRs keep the paper's 393 ns of misses (12,288 sectors at 1 TB/s) at 16 B/cycle
+    assert PAPER_L2.mshrs == round(64 * 192 * 32 / PAPER["hbm_bytes_per_cycle"] *
+                                   MODEL_HBM_BYTES_PER_CYCLE / 32)
+    assert PAPER_L2.depth >= PAPER_L2.mshrs
+    # the DMA's buffer holds the largest ring step's chunk of every case at both scales, and
+    # is the hardware's most, as the row says
+    assert max_chunk <= PAPER_DMA_BUFFER
+    DMAParams(buffer_beats=PAPER_DMA_BUFFER)
+    with pytest.raises(ValueError, match="buffer_beats"):
+        DMAParams(buffer_beats=PAPER_DMA_BUFFER + 1)
 
 
 @pytest.mark.parametrize("tokens", [1, 16, 100, 256, 1000])
@@ -333,14 +348,15 @@ def test_figure16_and_18_tables_on_a_stored_result(tmp_path):
 
 
 def test_gemm_efficiency_against_the_peak():
-    """Sequential's GEMM phase against 2 M N K at the scaled GPU's peak: 28,672 fp16 flop per
-    cycle / 62.5 (Table 1 and the scaling rule); fp32 at half the rate."""
+    """Sequential's GEMM phase against 2 M N K at the scaled GPU's peak: 114,688 fp16 flop per
+    cycle (80 CUs' tensor cores at 1.4 GHz) / 62.5 (the scaling rule); fp32 at the CUDA
+    cores' 14,336."""
     from sim.system.paper import gemm_efficiency
     run = {"workload": {"m": 32, "n": 64, "k": 64, "dtype": "fp16"},
            "phase_cycles": {"gemm": 1000}}
-    assert gemm_efficiency(run) == pytest.approx(2 * 32 * 64 * 64 / (28_672 / 62.5) / 1000)
+    assert gemm_efficiency(run) == pytest.approx(2 * 32 * 64 * 64 / (114_688 / 62.5) / 1000)
     run["workload"]["dtype"] = "fp32"
-    assert gemm_efficiency(run) == pytest.approx(2 * 2 * 32 * 64 * 64 / (28_672 / 62.5) / 1000)
+    assert gemm_efficiency(run) == pytest.approx(2 * 32 * 64 * 64 / (14_336 / 62.5) / 1000)
     assert gemm_efficiency(None) is None and gemm_efficiency(STORED["A-OP-TP8"]["t3"]) is None
 
 

@@ -24,7 +24,8 @@ __all__ = ["system_params", "node_params", "gpu_bits_for", "check_wave", "engine
            "ring_build", "idle_rate", "run_plan", "RunPlan", "ring_verilator_args",
            "ENGINE_PARAMS", "CXX_OPT", "DEFAULT_CXX_OPT",
            "LINK_LATENCY", "FORMATS", "run_formats", "MEMORY_ROWS", "memory_rows_for", "PAPER_MEMORY_ROWS",
-           "PAPER_ENGINE", "preset_setup", "PAPER_L2", "PAPER_L2_BYTES", "L2_HIT_FRACTION",
+           "PAPER_ENGINE", "RING_MEMORY_ROWS", "preset_setup", "PAPER_L2", "PAPER_DMA_BUFFER",
+           "PAPER_L2_BYTES", "L2_HIT_FRACTION",
            "L2_HIT_LATENCY", "L2_BANK_CYCLES", "SYSTEM_L2_CONFIG", "paper_l2_config"]
 
 
@@ -60,10 +61,16 @@ DEFAULT_CXX_OPT = "-O3"
 #: :data:`DEFAULT_CXX_OPT`; the test suite builds at ``-O1`` (``tests/conftest.py``).
 CXX_OPT = os.environ.get("T3_CXX_OPT") or DEFAULT_CXX_OPT
 
-#: HBM rows per bank of the system's nodes (128 KiB per GPU) up to 8 GPUs; beyond, as many
-#: times more as the ring is times 8 GPUs, rounded up to a power of two
-#: (:func:`memory_rows_for`): the default workload's output and receive slots grow with G.
+#: HBM rows per bank of a node when none is named (128 KiB): the node ``t3 export`` and
+#: ``t3 synth`` build.
 MEMORY_ROWS = 8
+
+#: HBM rows per bank of a ring's nodes when none is named, up to 8 GPUs (256 KiB per GPU: the
+#: default workload's inputs, whose ``K`` balances the GEMM at the paper's GPU's rate against
+#: its RS, :func:`sim.system.workload.balanced_k`); beyond, as many times more as the ring is
+#: times 8 GPUs, rounded up to a power of two (:func:`memory_rows_for`): the default
+#: workload's output and receive slots grow with G.
+RING_MEMORY_ROWS = 16
 
 
 #: HBM rows per bank of the nodes of the rings the Table 2 presets run on up to TP 16 (1 MiB
@@ -78,8 +85,21 @@ PAPER_ENGINE = dataclasses.replace(ENGINE_PARAMS, local_beats=16384)
 
 
 #: The L2 of the paper rings' nodes: 128 sets of 16 ways (64 KiB), of which each case uses
-#: the ways that keep the paper's ratio of working set to L2 (:func:`paper_l2_config`).
-PAPER_L2 = L2Params(sets=128, ways=16, banks=4, mshrs=16, depth=64)
+#: the ways that keep the paper's ratio of working set to L2 (:func:`paper_l2_config`).  Its
+#: misses in flight are the paper's GPU's in time: Accel-Sim's QV100 L2 has 192 MSHRs in
+#: each of its 64 slices, 12,288 sectors, which at 1 TB/s are 393 ns of misses; at the
+#: model's 16 B/cycle 393 cycles of misses are 197 (``docs/paper.md``, the machine's
+#: table).  It takes 256 requests in flight, so that every MSHR can have a request waiting
+#: on it and hits pass misses.
+PAPER_L2 = L2Params(sets=128, ways=16, banks=4, mshrs=197, depth=256)
+
+#: The DMA payload buffer of the paper rings' nodes, in beats: the paper's RS reads are
+#: "issued as soon as both the local and neighbors' copies have updated the memory", in
+#: bursts (section 6.1.2), not paced by the link: 1,024 beats (the hardware's most) hold a
+#: ring step's chunk of every case (608 beats at most, Mega-GPT-2 at TP 8 and scale 1), so
+#: a triggered tile's reads wait for no room in the buffer until more than a step's chunk
+#: waits for the link.
+PAPER_DMA_BUFFER = 1024
 
 #: The paper's L2 is 16 MB (Table 1).
 PAPER_L2_BYTES = 16 << 20
@@ -137,7 +157,7 @@ def preset_setup(spec, gpus=None):
     from sim.system.workload import PRESETS, link_latency_for
     gpus = gpus or PRESETS[spec.name]["tp"]
     return {"memory_rows": paper_memory_rows(gpus), "latency": link_latency_for(spec),
-            "engines": PAPER_ENGINE, "l2": PAPER_L2,
+            "engines": PAPER_ENGINE, "l2": PAPER_L2, "dma_buffer": PAPER_DMA_BUFFER,
             "l2_config": paper_l2_config(spec, gpus)}
 
 
@@ -148,9 +168,9 @@ def _times_pow2(gpus, per):
 
 
 def memory_rows_for(gpus):
-    """The HBM rows per bank a ring of ``gpus`` gets when the caller names none: 8 up to 8
-    GPUs, 16 up to 16, 32 up to 32, 64 up to 64 (the default workload's N grows with G)."""
-    return MEMORY_ROWS * _times_pow2(gpus, 8)
+    """The HBM rows per bank a ring of ``gpus`` gets when the caller names none: 16 up to 8
+    GPUs, 32 up to 16, 64 up to 32, 128 up to 64 (the default workload's N grows with G)."""
+    return RING_MEMORY_ROWS * _times_pow2(gpus, 8)
 
 
 def paper_memory_rows(gpus):

@@ -23,10 +23,13 @@ with T3's ``update`` flag, or plain stores for the Sequential baseline.
 Scaling (presets)
 -----------------
 The paper's system (Table 1): HBM2 1 TB/s at 1 GHz = 1000 B/cycle; ring links 150 GB/s
-bi-directional, 75 B/cycle each way; 80 CUs at 1.4 GHz, 28.7 fp16 TFLOP/s = 28,672 flop/cycle.
-The model's HBM streams at most 0.5 beat (16 B) per cycle (CCD_S = 2).  CU throughput, link and
-HBM bandwidth are scaled **together** by ``c = 1000 / 16 = 62.5``: link 1.2 B/cycle (3/80 beat),
-fp16 459 flop/cycle (fp32: half).  Then the GEMM : RS time ratio, ``2 M N K / F`` over ``(G-1)/G
+bi-directional, 75 B/cycle each way; 80 CUs at 1.4 GHz.  Its GEMMs are library GEMMs on the
+Volta-class GPU Accel-Sim models, whose fp16 GEMMs run on the tensor cores: 8 a CU, 64 FMA a
+clock each, 114.7 TFLOP/s = 114,688 flop/cycle; fp32 GEMMs on the CUDA cores, 64 FMA lanes a
+CU, 14,336 flop/cycle (``docs/paper.md``, the machine's table).  The model's HBM streams at
+most 0.5 beat (16 B) per cycle (CCD_S = 2).  CU throughput, link and HBM bandwidth are scaled
+**together** by ``c = 1000 / 16 = 62.5``: link 1.2 B/cycle (3/80 beat), fp16 1,835 flop/cycle,
+fp32 229.  Then the GEMM : RS time ratio, ``2 M N K / F`` over ``(G-1)/G
 x M N e / L``, equals the paper's for the same ``K``, whatever ``M`` and ``N``: the presets keep
 the sub-layer's ``K`` and shrink ``M x N`` (tokens x hidden) so that a run takes seconds.
 """
@@ -50,7 +53,8 @@ __all__ = ["GemmSpec", "WorkGroup", "Workload", "PRESETS", "preset", "PAPER", "S
 
 #: The paper's system (Table 1), per 1 GHz memory cycle.
 PAPER = {"hbm_bytes_per_cycle": 1000.0, "link_bytes_per_cycle": 75.0,
-         "fp16_flops_per_cycle": 80 * 64 * 2 * 2 * 1.4, "link_latency_ns": 500,
+         "fp16_flops_per_cycle": 80 * 8 * 64 * 2 * 1.4, "fp32_flops_per_cycle": 80 * 64 * 2 * 1.4,
+         "link_latency_ns": 500,
          "macro_tile": (256, 128), "cus": 80}
 
 #: The model's HBM: one beat every CCD_S = 2 cycles.
@@ -135,8 +139,7 @@ class GemmSpec:
 
     @property
     def flops(self):
-        return self.flops_per_cycle or \
-            PAPER["fp16_flops_per_cycle"] / SCALE / (1 if self.dtype == "fp16" else 2)
+        return self.flops_per_cycle or PAPER[f"{self.dtype}_flops_per_cycle"] / SCALE
 
     def check(self, params, gpus):
         """Refuse a spec the ring and the hardware cannot run, naming the field."""
