@@ -206,5 +206,10 @@ def test_isolated_ring_rs_with_nmc(tmp_path, t3_options):
     assert d["gemm_reads"] == 0
     # in its phase the engines store only the step-1 chunk (the rest was stored before it)
     assert d["gemm_writes"] == gpus * beats
+    # every DRAM access of the phase found its row open, its bank closed or another row open
+    rows = r["dram_rows"]["gemm_rs"]
+    for stream, total in (("compute", d["gemm_reads"] + d["gemm_writes"]),
+                          ("comm", d["rs_reads"] + d["rs_writes"])):
+        assert sum(rows[f"{k}_{stream}"] for k in ("hits", "misses", "conflicts")) == total
     num, den = LINK_BANDWIDTH
     assert r["phase_cycles"]["gemm_rs"] >= (gpus - 1) * beats * den / num

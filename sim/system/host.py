@@ -404,6 +404,13 @@ class RingHost:
             # the GEMM's stalls at the memory controller: cycles its requests waited at the
             # MC arbiter during the GEMM's phase, summed over the GPUs
             "compute_wait": sums[gemm_phase]["arbiter.compute_wait"],
+            # the DRAM's row buffer per phase and stream, summed over the GPUs: accesses that
+            # found their row open (hits), the bank closed (misses) or another row open
+            # (conflicts)
+            "dram_rows": {name: {f"{kind}_{stream}": s[f"nmc.row_{kind}_{stream}"]
+                                 for kind in ("hits", "misses", "conflicts")
+                                 for stream in ("compute", "comm")}
+                          for name, s in sums.items() if name != "check"},
             # the MCQ's entries by stream, summed over the GEMM phase's cycles and the GPUs
             # (a mean occupancy: divided by the GPUs and the phase's cycles)
             "mcq_occupancy": {

@@ -16,7 +16,8 @@ CATEGORIES = ("gemm_reads", "gemm_writes", "rs_reads", "rs_writes", "ag_reads", 
 
 
 #: Counters read after each phase: (block, register).
-COUNTERS = [("nmc", f"{k}_{s}") for k in ("reads", "stores", "updates") for s in
+COUNTERS = [("nmc", f"{k}_{s}") for k in ("reads", "stores", "updates", "row_hits",
+                                         "row_misses", "row_conflicts") for s in
             ("compute", "comm")] + [
     ("node", "remote_out"), ("node", "comm_writes"), ("dma", "link_busy"),
     ("dma", "tiles_sent"), ("dma", "beats_sent"), ("dma", "status"), ("dma", "errors"),
