@@ -572,6 +572,52 @@ def test_timeline_shows_every_gpus_phases(tmp_path):
     assert stored["timeline"]["samples"] == samples
 
 
+def test_the_papers_directions_on_a_stored_result():
+    """Each direction of section 6 measured on STORED by hand: B's FC T3 is 2000/1600 against
+    the ideal's 2000/1500; its T3-MCA equals T3; MCA chose 5 or 10 on half of B's GPUs (not
+    most), 30 or no limit on all of A's OP GPUs; A's RS is 400 against rs-nmc's 300; one TP
+    degree cannot tell TP 16 from TP 8."""
+    from sim.system.paper import directions_markdown, directions_rows
+    results = json.loads(json.dumps(STORED))
+    results["B-FC-2-TP8"]["t3-mca"]["arbiter_threshold"] = [10, 30]
+    results["A-OP-TP8"]["t3-mca"]["arbiter_threshold"] = [64, 30]
+    rows = {d: (model, holds) for d, _, model, holds in directions_rows(results)}
+    assert rows["FC layers: T3 below Ideal-GEMM-RS-Overlap (6.1.2)"] == \
+        ("T3 0.94–0.94 of the ideal", True)
+    assert rows["FC layers: T3-MCA above T3 (6.1.3)"] == ("1.00–1.00, geomean 1.00", False)
+    assert rows["FC layers: MCA's calibration chooses 5 or 10 (4.5, 6.1.3)"] == \
+        ("5 or 10 on 50% of the GPUs", False)
+    assert rows["OP layers: MCA leaves T3 as it is (4.5)"] == \
+        ("30 or no limit on 100% of the GPUs; T3-MCA 1.07–1.07 of T3", True)
+    assert rows["The RS with NMC alone faster than Sequential's RS (6.1.1)"] == \
+        ("TP 8 +33 %", True)
+    assert rows["GEMM reads saved more at TP 16 than at TP 8 (6.2)"] == ("TP 8 1.41×", None)
+    md = directions_markdown(results)
+    assert md[2].endswith("| T3 0.94–0.94 of the ideal | yes |")
+    assert md[3].endswith("| **no** |") and md[7].endswith("| — |")
+    # without MCA's thresholds, that direction cannot be told
+    assert directions_rows(STORED)[2][3] is None
+
+
+def test_the_row_buffer_table_on_made_up_counts():
+    """The share of DRAM accesses that found their row open: of Sequential's GEMM (its
+    compute stream), of its RS (both streams), of the fused phase's two streams."""
+    from sim.system.paper import row_buffer_markdown
+
+    def rows(**counts):
+        out = {f"{k}_{s}": 0 for k in ("hits", "misses", "conflicts")
+               for s in ("compute", "comm")}
+        out.update(counts)
+        return out
+    seq = {"dram_rows": {"gemm": rows(hits_compute=30, misses_compute=10, conflicts_compute=10),
+                         "rs": rows(hits_compute=5, hits_comm=15, conflicts_comm=20)}}
+    t3 = {"dram_rows": {"gemm_rs": rows(hits_compute=1, conflicts_compute=3, hits_comm=9,
+                                        misses_comm=1)}}
+    md = row_buffer_markdown({"X": {"sequential": seq, "t3": t3}, "Y": {}})
+    assert md[2] == "| X | 60% | 50% | 25% / 90% | — / — |"
+    assert md[3] == "| Y | — | — | — / — | — / — |"
+
+
 def test_the_stall_table_gives_per_gpu_waits_and_l2_hits():
     """The GEMM's waits at the MC arbiter per GPU (the sum over GPUs divided by them), the
     MCA thresholds the calibration chose, and the share of the GEMM's cached reads served by

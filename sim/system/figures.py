@@ -186,18 +186,23 @@ def _marker(kind, scale, end=False):
 
 def tables(results):
     """The markdown of one scale's generated section: Figure 16's speedups, the GEMM's waits
-    at the MC, Figure 18's reductions, every number the paper states beside the model's, and
-    where T3's time goes against Sequential's GEMM (:func:`sim.system.paper.causes_markdown`),
-    over the Figure 16 cases; then, when the record holds section 6.4's TP-32 cases, their
+    at the MC, Figure 18's reductions, every number the paper states beside the model's, the
+    paper's directions and whether they hold (:func:`sim.system.paper.directions_markdown`),
+    where T3's time goes against Sequential's GEMM (:func:`sim.system.paper.causes_markdown`)
+    and the DRAM row buffer's hit rates (:func:`sim.system.paper.row_buffer_markdown`), over
+    the Figure 16 cases; then, when the record holds section 6.4's TP-32 cases, their
     speedups and DRAM reductions (:func:`sim.system.paper.tp32_markdown`)."""
     from sim.system.paper import (FIGURE16_CASES, LARGE_CASES, causes_markdown,
-                                  figure16_markdown, figure18_markdown, side_by_side_markdown,
-                                  stall_markdown, tp32_markdown)
+                                  directions_markdown, figure16_markdown, figure18_markdown,
+                                  row_buffer_markdown, side_by_side_markdown, stall_markdown,
+                                  tp32_markdown)
     fig16 = {c: r for c, r in results.items() if c in FIGURE16_CASES}
     large = {c: r for c, r in results.items() if c in LARGE_CASES}
     return "\n".join(figure16_markdown(fig16) + [""] + stall_markdown(fig16) + [""] +
                      figure18_markdown(fig16) + [""] + side_by_side_markdown(fig16) + [""] +
-                     causes_markdown(fig16) + ([""] + tp32_markdown(large) if large else []))
+                     directions_markdown(fig16) + [""] + causes_markdown(fig16) + [""] +
+                     row_buffer_markdown(fig16) +
+                     ([""] + tp32_markdown(large) if large else []))
 
 
 def _record_command(kind, scale):

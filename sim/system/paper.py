@@ -27,7 +27,8 @@ __all__ = ["FIGURE16_CASES", "LARGE_CASES", "RUNS", "DEFAULT_SCALE", "PAPER_MEMO
            "PAPER_STATED", "shared_runs", "recorded_twins", "paper_jobs", "evaluate", "select_cases",
            "select_configs", "figure16_rows", "figure16_lines", "figure18_rows",
            "figure18_lines", "write_report", "write_traces", "geomean", "check_cases", "side_by_side_rows",
-           "side_by_side_markdown", "tp32_markdown"]
+           "side_by_side_markdown", "tp32_markdown", "directions_rows", "directions_markdown",
+           "row_buffer_markdown", "mcq_means"]
 
 
 #: Figure 16's cases, in the paper's grouping: model, TP degree, sub-layer.
@@ -563,6 +564,108 @@ def side_by_side_rows(results):
         ("GEMM reads reduction, geomean by TP (6.2)", "1.56×: TP 8 1.2×, TP 16 2×",
          f"{x(dram['gemm_reads'][0])}: {per_tp('gemm_reads', x)}"),
     ]
+
+
+def _fc_op(results):
+    return ([c for c in results if "-FC-" in c], [c for c in results if "-OP-" in c])
+
+
+def directions_rows(results):
+    """The paper's directions (section 6), each with the model's measure from ``results``
+    (Figure 16's cases) and whether it holds there: ``[(direction, the paper, the model,
+    holds)]``, ``holds`` ``None`` where the runs it needs are missing.  Memory-intensive GEMMs
+    are the FC layers', as section 6.1.2 names them."""
+    rows16, _ = figure16_rows(results)
+    speed = {case: sp for case, sp, _ in rows16}
+    fc, op = _fc_op(results)
+    out = []
+
+    def of(names, bar, base):
+        return [speed[n][bar] / speed[n][base] for n in names
+                if n in speed and speed[n].get(bar) and speed[n].get(base)]
+
+    def span(values):
+        return "—" if not values else f"{min(values):.2f}–{max(values):.2f}"
+    t3_ideal = of(fc, "T3", "Ideal-GEMM-RS-Overlap")
+    out.append(("FC layers: T3 below Ideal-GEMM-RS-Overlap (6.1.2)", "more than 15 % below",
+                f"T3 {span(t3_ideal)} of the ideal",
+                all(v < 1 for v in t3_ideal) if t3_ideal else None))
+    mca_fc = of(fc, "T3-MCA", "T3")
+    g = geomean(mca_fc)
+    out.append(("FC layers: T3-MCA above T3 (6.1.3)", "1.13× geomean over T3, 1.29× max",
+                f"{span(mca_fc)}, geomean {_f(g, '{:.2f}')}",
+                None if g is None else g > 1))
+
+    def thresholds(names):
+        return [t for n in names for t in
+                (results[n].get("t3-mca") or {}).get("arbiter_threshold") or ()]
+    fc_thr, op_thr = thresholds(fc), thresholds(op)
+    share = (sum(t in (5, 10) for t in fc_thr) / len(fc_thr)) if fc_thr else None
+    out.append(("FC layers: MCA's calibration chooses 5 or 10 (4.5, 6.1.3)",
+                "5 or 10 for a memory-intensive GEMM",
+                "—" if share is None else f"5 or 10 on {share:.0%} of the GPUs",
+                None if share is None else share > 0.5))
+    mca_op = of(op, "T3-MCA", "T3")
+    high = [t for t in op_thr if t not in (5, 10)]
+    out.append(("OP layers: MCA leaves T3 as it is (4.5)",
+                "30 or no limit for a GEMM that is not memory-intensive",
+                "—" if not op_thr else f"30 or no limit on {len(high) / len(op_thr):.0%} of "
+                f"the GPUs; T3-MCA {span(mca_op)} of T3",
+                len(high) == len(op_thr) if op_thr else None))
+    by_tp = _by_tp(results)
+    gains = {}
+    for tp, sub in by_tp.items():
+        gains[tp] = geomean([runs["sequential"]["phase_cycles"]["rs"] /
+                             runs[ISOLATED_RS]["phase_cycles"]["gemm_rs"]
+                             for runs in sub.values()
+                             if "sequential" in runs and ISOLATED_RS in runs])
+    known = {tp: v for tp, v in gains.items() if v is not None}
+    out.append(("The RS with NMC alone faster than Sequential's RS (6.1.1)",
+                "7 % at TP 8, 3 % at TP 16",
+                ", ".join(f"TP {tp} {100 * (v - 1):+.0f} %" for tp, v in known.items()) or "—",
+                all(v > 1 for v in known.values()) if known else None))
+    reads = {tp: figure18_rows(sub)[1]["gemm_reads"][0] for tp, sub in by_tp.items()}
+    both = reads.get(8) is not None and reads.get(16) is not None
+    out.append(("GEMM reads saved more at TP 16 than at TP 8 (6.2)", "2× against 1.2×",
+                ", ".join(f"TP {tp} {_f(v, '{:.2f}×')}" for tp, v in reads.items()) or "—",
+                reads[16] > reads[8] if both else None))
+    return out
+
+
+def directions_markdown(results):
+    """:func:`directions_rows` as a Markdown table."""
+    word = {True: "yes", False: "**no**", None: "—"}
+    md = ["| the paper's direction (section) | the paper | the model | holds |",
+          "|---|---|---|---|"]
+    md += [f"| {a} | {b} | {c} | {word[h]} |" for a, b, c, h in directions_rows(results)]
+    return md
+
+
+def row_buffer_markdown(results):
+    """The DRAM row buffer per case: the share of accesses that found their row open, of
+    Sequential's GEMM alone (its phase's compute stream), of Sequential's RS alone (its
+    phase), and under T3 and T3-MCA of the GEMM's and the RS's streams in their fused phase,
+    where one in-order MCQ interleaves them (``dram_rows`` of the runs; ``—`` without)."""
+    md = ["| case | Sequential's GEMM | Sequential's RS | T3: GEMM / RS | T3-MCA: GEMM / RS |",
+          "|---|---:|---:|---:|---:|"]
+
+    def rate(run, phase, streams):
+        rows = ((run or {}).get("dram_rows") or {}).get(phase)
+        if not rows:
+            return None
+        total = sum(rows[f"{k}_{s}"] for k in ("hits", "misses", "conflicts") for s in streams)
+        return sum(rows[f"hits_{s}"] for s in streams) / total if total else None
+    pct = (lambda v: _f(None if v is None else 100 * v, "{:.0f}%"))
+    for case, runs in results.items():
+        seq = runs.get("sequential")
+        cells = [pct(rate(seq, "gemm", ("compute",))),
+                 pct(rate(seq, "rs", ("compute", "comm")))]
+        for config in ("t3", "t3-mca"):
+            run = runs.get(config)
+            cells.append(f"{pct(rate(run, 'gemm_rs', ('compute',)))} / "
+                         f"{pct(rate(run, 'gemm_rs', ('comm',)))}")
+        md.append(f"| {case} | " + " | ".join(cells) + " |")
+    return md
 
 
 def tp32_markdown(results):
