@@ -33,7 +33,7 @@ from hw.params import T3Params, check_int
 from sim.blocks.tracker.demo import SIMULATORS as DEMO_SIMULATORS
 from sim.harness.runner import SIMULATORS
 from sim.system.configure import CONFIGS
-from sim.system.run import COLLECTIVES, MEMORY_ROWS, RING_MEMORY_ROWS
+from sim.system.run import COLLECTIVES, MEMORY_ROWS
 from system.ring import MAX_GPUS, TOPOLOGIES
 from tracker.config import TrackerParams
 
@@ -280,8 +280,8 @@ def _gpu(args):
 def _ring_args(parser):
     g = parser.add_argument_group("GPU node")
     g.add_argument("--memory-rows", type=_int_arg(1), default=None,
-                   help=f"HBM rows per bank (default {RING_MEMORY_ROWS}, "
-                        f"{2 * RING_MEMORY_ROWS} for more than 8 GPUs: what t3 run uses)")
+                   help=f"HBM rows per bank (default {MEMORY_ROWS}, {2 * MEMORY_ROWS} for more "
+                        f"than 8 GPUs: what t3 run uses)")
     g = parser.add_argument_group("ring")
     g.add_argument("--gpus", type=_int_arg(2, MAX_GPUS), default=4,
                    help=f"GPUs, 2 to {MAX_GPUS} (default 4)")
@@ -1125,10 +1125,10 @@ def build_parser():
     run = sub.add_parser("run", help="one configuration of the N-GPU system, end to end")
     _workload_args(run)
     run.add_argument("--memory-rows", type=_int_arg(1), default=None,
-                     help=f"HBM rows per bank of every node (default {RING_MEMORY_ROWS}, "
-                          f"256 KiB, up to 8 GPUs, then 32, 64 and 128 up to 16, 32 and 64 "
-                          f"GPUs, which their default workload needs; with a preset 64, 128 "
-                          f"at TP 32)")
+                     help=f"HBM rows per bank of every node (default {MEMORY_ROWS}, 128 KiB, "
+                          f"up to 8 GPUs, then 16, 32 and 64 up to 16, 32 and 64 GPUs, twice "
+                          f"as many for a workload that needs it, as the default one does "
+                          f"from 5 GPUs; with a preset 64, 128 at TP 32)")
     run.add_argument("--config", choices=CONFIGS, default="t3",
                      help="configuration (default t3)")
     run.add_argument("--wave", metavar="FILE", type=_output_arg(".vcd", ".fst"),

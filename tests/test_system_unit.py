@@ -228,8 +228,16 @@ def test_run_checks_the_engines_programs_before_a_simulator_starts(monkeypatch, 
     sizes = range(2, 65) if t3_options.soak else (2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63,
                                                   64)
     for gpus in sizes:              # each ring size's default run fits its default memory
-        check_config(workload_spec(gpus), gpus, "t3",
-                     *system_params(memory_rows_for(gpus), gpus=gpus), engine_params_for(gpus))
+        spec = workload_spec(gpus)
+        rows = memory_rows_for(gpus, spec)
+        check_config(spec, gpus, "t3", *system_params(rows, gpus=gpus), engine_params_for(gpus))
+        # ... which is the ring size's, or the fewest twice as many that hold the workload
+        if rows != memory_rows_for(gpus):
+            assert rows // 2 >= memory_rows_for(gpus)
+            with pytest.raises(ValueError, match="exceed GPU 0's memory"):
+                check_config(spec, gpus, "t3", *system_params(rows // 2, gpus=gpus),
+                             engine_params_for(gpus))
+    assert memory_rows_for(4, workload_spec(4)) == memory_rows_for(4) == 8
 
 
 # --- the link model ---------------------------------------------------------------------------

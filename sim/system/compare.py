@@ -27,7 +27,7 @@ def run_all(spec, gpus, *, sim=None, seed=1, progress=None, **ring):
     :func:`sim.system.run.preset_setup`'s."""
     from sim.system.run import (check_config, engine_params_for, memory_rows_for, run_formats,
                                 system_params)
-    params, nparams = system_params(ring.get("memory_rows") or memory_rows_for(gpus),
+    params, nparams = system_params(ring.get("memory_rows") or memory_rows_for(gpus, spec),
                                     ring.get("mcq_depth"), ring.get("l2"), gpus,
                                     run_formats(spec), ring.get("dma_buffer"))
     engines = ring.get("engines", engine_params_for(gpus))

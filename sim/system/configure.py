@@ -55,6 +55,30 @@ def allocate(driver, wl, config="t3"):
     return layout
 
 
+def _map_ring_steps(driver, wl, g, steps, updates_per_element, track_final=False):
+    """``dma_map`` GPU ``g``'s chunks of ring ``steps`` to the same place in ``C`` on GPU
+    ``g-1`` as op-and-stores tracked at ``updates_per_element``, in contiguous ranges of one
+    destination kind: the chunk that is GPU ``g-1``'s own final one is untracked there unless
+    ``track_final`` (the all-gather by track and trigger follows)."""
+    gpus, s, nc = wl.gpus, wl.spec, wl.chunk_cols
+    dst = (g - 1) % gpus
+    c_here, c_there = driver.buffer(g, "C"), driver.buffer(dst, "C")
+    runs = []
+    for step in steps:
+        chunk = (g + step) % gpus
+        final_there = chunk == dst
+        if runs and runs[-1][1] + runs[-1][2] == chunk and runs[-1][0] == final_there:
+            runs[-1][2] += 1
+        else:
+            runs.append([final_there, chunk, 1])
+    for final_there, first, count in runs:
+        driver.dma_map(c_here.cols_range(first * nc, count * nc), dst,
+                       c_there.cols_range(first * nc, count * nc), op="update",
+                       updates_per_element=updates_per_element,
+                       tile=(s.tile_rows, s.tile_cols),
+                       tracked_at_dst=track_final or not final_there)
+
+
 def configure_fused(driver, wl, layout, policy, all_reduce=False):
     """T3's set-up (paper Figure 12) for the fused GEMM -> ring-RS on every GPU ``g``:
     ``remote_map`` of the step-1 chunk ``g+1`` into GPU ``g-1``; ``dma_map`` of the chunks of
@@ -72,20 +96,8 @@ def configure_fused(driver, wl, layout, policy, all_reduce=False):
         step1 = (g + 1) % gpus
         driver.remote_map(c_here.cols_range(step1 * nc, nc), dst,
                           c_there.cols_range(step1 * nc, nc))
-        # group the chunks of steps 2..G-1 into contiguous ranges with one destination kind
-        runs = []
-        for step in range(2, gpus):
-            chunk = (g + step) % gpus
-            final_there = chunk == dst
-            if runs and runs[-1][1] + runs[-1][2] == chunk and runs[-1][0] == final_there:
-                runs[-1][2] += 1
-            else:
-                runs.append([final_there, chunk, 1])
-        for final_there, first, count in runs:
-            driver.dma_map(c_here.cols_range(first * nc, count * nc), dst,
-                           c_there.cols_range(first * nc, count * nc), op="update",
-                           updates_per_element=2, tile=(s.tile_rows, s.tile_cols),
-                           tracked_at_dst=all_reduce or not final_there)
+        _map_ring_steps(driver, wl, g, range(2, gpus), updates_per_element=2,
+                        track_final=all_reduce)
         # the GEMM's tracked steps: 2..G-1, and with the all-gather its own chunk's (G)
         tracked_steps = range(2, gpus + 1 if all_reduce else gpus)
         forwarded = _ring_all_gather(driver, wl, g) if all_reduce else ()
@@ -105,23 +117,9 @@ def configure_isolated_rs(driver, wl, layout):
     and this puts it there), and from then on each arriving update completes a tile that the
     DMA sends on (:meth:`sim.system.host.RingHost.run`).  Round-robin arbitration."""
     gpus, s = wl.gpus, wl.spec
-    nc = wl.chunk_cols
     for g in range(gpus):
-        dst = (g - 1) % gpus
-        c_here, c_there = driver.buffer(g, "C"), driver.buffer(dst, "C")
-        runs = []
-        for step in range(1, gpus):
-            chunk = (g + step) % gpus
-            final_there = chunk == dst
-            if runs and runs[-1][1] + runs[-1][2] == chunk and runs[-1][0] == final_there:
-                runs[-1][2] += 1
-            else:
-                runs.append([final_there, chunk, 1])
-        for final_there, first, count in runs:
-            driver.dma_map(c_here.cols_range(first * nc, count * nc), dst,
-                           c_there.cols_range(first * nc, count * nc), op="update",
-                           updates_per_element=1, tile=(s.tile_rows, s.tile_cols),
-                           tracked_at_dst=not final_there)
+        c_here = driver.buffer(g, "C")
+        _map_ring_steps(driver, wl, g, range(1, gpus), updates_per_element=1)
         # the engine's tracked stores: step 1's chunk; the tiles of steps 2..G-1 arrive from
         # GPU g+1's DMA, one after another, each completed by its one update
         driver.gemm(c_here, wl.stages(g, [1]), s.wfs_per_wg, update=True,

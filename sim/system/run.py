@@ -24,7 +24,7 @@ __all__ = ["system_params", "node_params", "gpu_bits_for", "check_wave", "engine
            "ring_build", "idle_rate", "run_plan", "RunPlan", "ring_verilator_args",
            "ENGINE_PARAMS", "CXX_OPT", "DEFAULT_CXX_OPT",
            "LINK_LATENCY", "FORMATS", "run_formats", "MEMORY_ROWS", "memory_rows_for", "PAPER_MEMORY_ROWS",
-           "PAPER_ENGINE", "RING_MEMORY_ROWS", "preset_setup", "PAPER_L2", "PAPER_DMA_BUFFER",
+           "PAPER_ENGINE", "preset_setup", "PAPER_L2", "PAPER_DMA_BUFFER",
            "PAPER_L2_BYTES", "L2_HIT_FRACTION",
            "L2_HIT_LATENCY", "L2_BANK_CYCLES", "SYSTEM_L2_CONFIG", "paper_l2_config"]
 
@@ -61,16 +61,11 @@ DEFAULT_CXX_OPT = "-O3"
 #: :data:`DEFAULT_CXX_OPT`; the test suite builds at ``-O1`` (``tests/conftest.py``).
 CXX_OPT = os.environ.get("T3_CXX_OPT") or DEFAULT_CXX_OPT
 
-#: HBM rows per bank of a node when none is named (128 KiB): the node ``t3 export`` and
-#: ``t3 synth`` build.
+#: HBM rows per bank of a node when none is named (128 KiB), the node ``t3 export`` and
+#: ``t3 synth`` build, and of a ring's nodes up to 8 GPUs: beyond, as many times more as the
+#: ring is times 8 GPUs, rounded up to a power of two, and more for a workload that needs it
+#: (:func:`memory_rows_for`).
 MEMORY_ROWS = 8
-
-#: HBM rows per bank of a ring's nodes when none is named, up to 8 GPUs (256 KiB per GPU: the
-#: default workload's inputs, whose ``K`` balances the GEMM at the paper's GPU's rate against
-#: its RS, :func:`sim.system.workload.balanced_k`); beyond, as many times more as the ring is
-#: times 8 GPUs, rounded up to a power of two (:func:`memory_rows_for`): the default
-#: workload's output and receive slots grow with G.
-RING_MEMORY_ROWS = 16
 
 
 #: HBM rows per bank of the nodes of the rings the Table 2 presets run on up to TP 16 (1 MiB
@@ -167,10 +162,31 @@ def _times_pow2(gpus, per):
     return 1 << (groups - 1).bit_length()
 
 
-def memory_rows_for(gpus):
-    """The HBM rows per bank a ring of ``gpus`` gets when the caller names none: 16 up to 8
-    GPUs, 32 up to 16, 64 up to 32, 128 up to 64 (the default workload's N grows with G)."""
-    return RING_MEMORY_ROWS * _times_pow2(gpus, 8)
+def memory_rows_for(gpus, spec=None, config="t3"):
+    """The HBM rows per bank a ring of ``gpus`` gets when the caller names none: 8 up to 8
+    GPUs, 16 up to 16, 32 up to 32, 64 up to 64, and for a workload ``spec`` (a
+    :class:`sim.system.workload.GemmSpec`) whose buffers (:func:`sim.system.configure.
+    allocate` in ``config``) do not fit in that, the fewest twice as many that hold them (the
+    default workload's K balances its GEMM at the paper's GPU's rate against its RS,
+    :func:`sim.system.workload.balanced_k`: 16 rows from 5 GPUs).  The model's memory costs
+    simulation time by its size (each of its banks is read every cycle), so a ring gets no
+    more than it needs."""
+    rows = MEMORY_ROWS * _times_pow2(gpus, 8)
+    if spec is None:
+        return rows
+    from sim.system.configure import allocate
+    from sim.system.driver import Driver
+    from sim.system.workload import Workload
+    params = T3Params()
+    while True:
+        try:
+            allocate(Driver(params, node_params(rows, gpus=gpus, formats=run_formats(spec)),
+                            gpus), Workload(spec, gpus, params), config)
+            return rows
+        except ValueError:
+            if rows >= 4096:
+                return rows         # the driver's checks name what does not fit
+            rows *= 2
 
 
 def paper_memory_rows(gpus):
@@ -577,7 +593,7 @@ def run_plan(spec, gpus, config, *, sim=None, seed=1, memory_rows=None, latency=
     plan's time), for a run known to be valid (a recorded one's key)."""
     sim = sim or default_sim()
     check_int("gpus", gpus, 2, MAX_GPUS)
-    memory_rows = memory_rows or memory_rows_for(gpus)
+    memory_rows = memory_rows or memory_rows_for(gpus, spec, config)
     params, nparams = geometry or system_params(memory_rows, mcq_depth, l2, gpus,
                                                 run_formats(spec), dma_buffer)
     nparams = with_linklayer(nparams, linklayer)

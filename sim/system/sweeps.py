@@ -163,7 +163,8 @@ def check_points(points, gpus, configs, base_ring):
         try:
             kw = _ring_kwargs(ring, base_ring)
             spec = GemmSpec(**fields)
-            params, nparams = system_params(kw.get("memory_rows") or memory_rows_for(gpus),
+            params, nparams = system_params(kw.get("memory_rows") or
+                                            memory_rows_for(gpus, GemmSpec(**fields)),
                                             kw.get("mcq_depth"), kw.get("l2"), gpus,
                                             run_formats(spec), kw.get("dma_buffer"))
             for config in configs:
