@@ -84,8 +84,8 @@ PAPER_ENGINE = dataclasses.replace(ENGINE_PARAMS, local_beats=16384)
 #: misses in flight are the paper's GPU's in time: Accel-Sim's QV100 L2 has 192 MSHRs in
 #: each of its 64 slices, 12,288 sectors, which at 1 TB/s are 393 ns of misses; at the
 #: model's 16 B/cycle 393 cycles of misses are 197 (``docs/paper.md``, the machine's
-#: table).  It takes 256 requests in flight, so that every MSHR can have a request waiting
-#: on it and hits pass misses.
+#: table).  It takes 256 requests in flight: the requests it holds bound its misses too, so
+#: no fewer than its MSHRs.
 PAPER_L2 = L2Params(sets=128, ways=16, banks=4, mshrs=197, depth=256)
 
 #: The DMA payload buffer of the paper rings' nodes, in beats: the paper's RS reads are
