@@ -10,7 +10,7 @@ from .alu import LATENCY as _ALU_LATENCY
 
 
 __all__ = ["WRITE_DELAY", "HBMTiming", "NMCParams", "decode", "beat_index", "nmc_registers",
-           "COUNTERS", "STATUS", "CMD", "Status"]
+           "COUNTERS", "STATUS", "STATUS_AHEAD", "CMD", "Status", "SCHEDULERS"]
 
 
 #: Cycles from a column command to its write landing in the storage (and its response entering
@@ -43,6 +43,12 @@ class HBMTiming:
     WTR_S: int = 6
     WTR_L: int = 8
     CCDWL: int = 8
+    #: ACT to ACT in different banks, and a write's column command to its bank's PRE: the
+    #: bank-parallel scheduler's row commands keep them (Accel-Sim's 1 GHz HBM timing: RRD 4;
+    #: its write-to-precharge is WL + BL/2 + WR = 2 + 1 + 12); the in-order scheduler's never
+    #: come as close as RRD, and it does not model write recovery
+    RRD: int = 4
+    WTP: int = 15
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -61,6 +67,10 @@ class HBMTiming:
         return dataclasses.asdict(self)
 
 
+#: The row-command schedulers (``NMCParams.scheduler``).
+SCHEDULERS = ("in-order", "bank-parallel")
+
+
 @dataclasses.dataclass(frozen=True)
 class NMCParams:
     """One HBM2 pseudo-channel: ``bank_groups`` x ``banks`` banks of ``rows`` rows of
@@ -75,6 +85,12 @@ class NMCParams:
     rows: int = param(8, "rows per bank", 1, 4096, pow2=True)
     resp_depth: int = param(16, "read response queue entries", 4, 256)
     timing: HBMTiming = HBMTiming()
+    #: how row commands are chosen (:class:`nmc.rtl.NMCUnit`): ``"in-order"``, only for the
+    #: head command; ``"bank-parallel"``, for the oldest command waiting on every bank, known
+    #: from the ``ahead`` port, on a row-command bus of its own beside the column commands
+    scheduler: str = "in-order"
+    ahead_depth: int = param(128, "commands announced and not yet executed (bank-parallel)",
+                             2, 4096, pow2=True)
     #: element types the ALUs can add (an ``UPDATE`` of another type is refused with
     #: ``error``); a prototype that only reduces fp16 and fp32 builds less logic
     formats: tuple = ("fp16", "bf16", "fp32", "int32")
@@ -87,6 +103,8 @@ class NMCParams:
             raise ValueError(f"formats must be distinct names from {known}, "
                              f"not {self.formats!r}")
         object.__setattr__(self, "formats", tuple(self.formats))
+        if self.scheduler not in SCHEDULERS:
+            raise ValueError(f"scheduler must be one of {SCHEDULERS}, not {self.scheduler!r}")
         if not isinstance(self.timing, HBMTiming):
             raise ValueError(f"timing must be an HBMTiming, not {self.timing!r}")
 
@@ -138,8 +156,15 @@ STATUS = Reg("status", None, "w1c", "errors", fields=(
     Field("refused", doc="a command was refused (address beyond the capacity or not beat "
                          "aligned, or an UPDATE the ALUs cannot do)"),))
 
-#: The ``status`` bits as flags (from :data:`STATUS`).
-Status = STATUS.flags("Status")
+#: The ``status`` register of a bank-parallel unit: one more bit.
+STATUS_AHEAD = Reg("status", None, "w1c", "errors", fields=(
+    STATUS.fields[0],
+    Field("unannounced", doc="a command executed that had not been announced on ``ahead`` "
+                             "(its bank's row was opened for it at the head)"),))
+
+#: The ``status`` bits as flags (from :data:`STATUS_AHEAD`; ``UNANNOUNCED`` only in a
+#: bank-parallel unit).
+Status = STATUS_AHEAD.flags("Status")
 
 #: The ``cmd`` register: write 1 to a field to act.
 CMD = Reg("cmd", None, "wo", "write 1 to act", fields=(
@@ -149,7 +174,7 @@ CMD = Reg("cmd", None, "wo", "write 1 to act", fields=(
 def nmc_registers(params: T3Params, nparams: NMCParams):
     """The unit's register map (a :class:`hw.csr.RegisterMap`)."""
     regs = [
-        STATUS, CMD,
+        STATUS_AHEAD if nparams.scheduler == "bank-parallel" else STATUS, CMD,
         Reg("errors", 32, "ro", "commands refused"),
         Reg("busy", 32, "ro", "cycles with a command waiting at the head"),
     ]

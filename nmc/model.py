@@ -77,12 +77,15 @@ def same_result(params, etype, got, want):
 class NMCModel:
     """Cycle-level model of :class:`nmc.rtl.NMCUnit`: values (numpy arithmetic) and timing.
 
-    ``step(cmd)`` advances one cycle with ``cmd`` (a request dict) at the head of the input, or
-    ``None``; it returns the action taken (``"pre"``, ``"act"``, ``"col"`` — the command was
-    executed and left the input —, ``"err"`` — refused and left —, or ``None``).  Responses are
-    appended to ``responses`` as ``(cycle valid on resp, response dict)`` assuming ``resp`` is
-    always ready.  The rules are the RTL's, listed in its docstring; a command takes no action
-    in its first cycle at the head (the RTL computes its flags then).
+    ``step(cmd, ahead=None)`` advances one cycle with ``cmd`` (a request dict) at the head of
+    the input, or ``None``, and with a bank-parallel scheduler ``ahead``, the request dict
+    announced on the ``ahead`` port in this cycle (taken: offer one only while
+    :attr:`ahead_ready`); it returns the head's action (``"pre"``, ``"act"`` — in-order only —,
+    ``"col"`` — the command was executed and left the input —, ``"err"`` — refused and left —,
+    or ``None``).  Responses are appended to ``responses`` as ``(cycle valid on resp, response
+    dict)`` assuming ``resp`` is always ready.  The rules are the RTL's, listed in its
+    docstring; a command takes no action in its first cycle at the head (the RTL computes its
+    flags then).
     """
 
     def __init__(self, params, nparams):
@@ -101,6 +104,14 @@ class NMCModel:
         self.wtr_s = 0
         self.writes = []                     # (cycle, beat) of recent write column commands
         self.head_conflict = self.head_miss = False
+        # the bank-parallel scheduler: the rows announced per bank, oldest first; the kind of
+        # row command each bank's oldest command needed; the timers of its row commands
+        self.bank_parallel = nparams.scheduler == "bank-parallel"
+        self.announced = [[] for _ in range(nb)]
+        self.bank_conflict = [False] * nb
+        self.bank_miss = [False] * nb
+        self.wtp = [0] * nb
+        self.rrd = 0
         self.now = 0
         self.fresh = True                    # the head command is new at the head this cycle
         self.memory = {}
@@ -121,11 +132,48 @@ class NMCModel:
             count += 1
         return count
 
-    def step(self, cmd):
+    @property
+    def ahead_ready(self):
+        """The ``ahead`` port takes an announcement in this cycle."""
+        return sum(map(len, self.announced)) < self.n.ahead_depth
+
+    def _bank_row(self, addr):
+        """``(flat bank, row)`` of ``addr`` as the RTL decodes it, a bad address included (its
+        beat's bits below the capacity)."""
+        from .config import decode
+        n = self.n
+        g, b, row = decode(n, (addr >> self.params.beat_offset_bits) % n.capacity_beats)
+        return b * n.bank_groups + g, row
+
+    def _row_commands(self, cmd):
+        """The bank-parallel scheduler's row command of this cycle, from the state at its
+        start: ``(bank, "pre" | "act")`` or None."""
+        now, nb = self.now, len(self.open)
+        head = self._bank_row(cmd["addr"]) if cmd is not None else (None, None)
+        cand = []
+        for b in range(nb):
+            if not self.announced[b] and head[0] != b:
+                continue
+            want = self.announced[b][0] if self.announced[b] else head[1]
+            if self.open[b]:
+                if self.row[b] != want and now >= self.ras_ok[b] and now >= self.wtp[b]:
+                    cand.append(b)
+            elif now >= self.act_ok[b] and now >= self.rrd:
+                cand.append(b)
+        if not cand:
+            return None
+        b = head[0] if head[0] in cand else cand[0]
+        return b, ("pre" if self.open[b] else "act"), \
+            (self.announced[b][0] if self.announced[b] else head[1])
+
+    def step(self, cmd, ahead=None):
         from .config import decode
         p, n, t, now = self.params, self.n, self.t, self.now
         action = None
         fresh, self.fresh = self.fresh, cmd is None
+        row_command = self._row_commands(cmd) if self.bank_parallel else None
+        if ahead is not None and not self.bank_parallel:
+            raise ValueError("an in-order unit has no ahead port")
         if cmd is not None:
             self.counters["busy"] += 1
         if cmd is not None and not fresh:
@@ -146,6 +194,8 @@ class NMCModel:
                                       for c, b in self.writes)
                           and room)
                     action = "col" if ok else None
+                elif self.bank_parallel:
+                    action = None
                 elif self.open[k]:
                     action = "pre" if now >= self.ras_ok[k] else None
                 else:
@@ -160,11 +210,33 @@ class NMCModel:
                     self.head_miss = not self.head_conflict
                 elif action == "col":
                     self._execute(cmd, beat, g)
+        if row_command is not None:
+            b, kind, want = row_command
+            if kind == "pre":
+                self.open[b] = False
+                self.act_ok[b] = now + t.RP
+                self.bank_conflict[b] = True
+            else:
+                self.open[b], self.row[b] = True, want
+                self.col_ok[b], self.ras_ok[b] = now + t.RCD, now + t.RAS
+                self.rrd = now + t.RRD
+                self.bank_miss[b] = True
+        if self.bank_parallel and action in ("col", "err"):
+            k = self._bank_row(cmd["addr"])[0]
+            if self.announced[k]:
+                self.announced[k].pop(0)
+            else:
+                self.status |= 2                    # unannounced
+        if ahead is not None:
+            if not self.ahead_ready:
+                raise ValueError("an announcement offered while the ahead port is full")
+            b, row = self._bank_row(ahead["addr"])
+            self.announced[b].append(row)
         if action in ("col", "err"):
             self.fresh = True
             if action == "err":
                 self.counters["errors"] += 1
-                self.status = 1
+                self.status |= 1
                 response = {"data": 0, "error": 1}
             else:
                 response = self._last_response
@@ -178,10 +250,17 @@ class NMCModel:
         p, t, now = self.params, self.t, self.now
         op = Op(cmd["op"])
         stream = "comm" if cmd["stream"] else "compute"
-        kind = "row_conflicts" if self.head_conflict else "row_misses" if self.head_miss \
-            else "row_hits"
+        if self.bank_parallel:
+            k = self._bank_row(cmd["addr"])[0]
+            conflict, miss = self.bank_conflict[k], self.bank_miss[k]
+            self.bank_conflict[k] = self.bank_miss[k] = False
+            if op != Op.READ:
+                self.wtp[k] = now + t.WTP
+        else:
+            conflict, miss = self.head_conflict, self.head_miss
+            self.head_conflict = self.head_miss = False
+        kind = "row_conflicts" if conflict else "row_misses" if miss else "row_hits"
         self.counters[f"{kind}_{stream}"] += 1
-        self.head_conflict = self.head_miss = False
         self.bg_free[g] = now + (t.CCDWL if op == Op.UPDATE else t.CCD_L)
         self.any_free = now + t.CCD_S
         old = self.memory.get(beat, 0)
@@ -199,5 +278,5 @@ class NMCModel:
         self.memory[beat] = result
         if error:
             self.counters["errors"] += 1
-            self.status = 1
+            self.status |= 1
         self._last_response = {"data": 0, "error": error}

@@ -81,16 +81,33 @@ class NMCUnit(wiring.Component):
         self.params, self.nparams = params, nparams
         self.regs = nmc_registers(params, nparams)
         self.regfile = RegisterFile(self.regs)      # the registers' hardware
-        super().__init__({
+        ports = {
             "cmd": In(stream.Signature(mem_request_layout(params))),
             "resp": Out(stream.Signature(mem_response_layout(params))),
             "csr": In(csr_signature(self.regs.addr_bits)),
-        })
+        }
+        if nparams.scheduler == "bank-parallel":
+            ports["ahead"] = In(stream.Signature(params.addr_bits))
+            nb = nparams.bank_groups * nparams.banks
+            row_bits = max(1, _log2(nparams.rows))
+            depth = nparams.ahead_depth
+            #: for proofs (``tests/test_formal.py``): each bank's announced commands and the
+            #: oldest one's row; each bank open, and its row; the row commands' candidates
+            #: and choice (one-hot), and the head's bank (one-hot; none without a head)
+            self.ahead_state = SimpleNamespace(
+                count=[Signal(range(depth + 1), name=f"ahead_count{b}") for b in range(nb)],
+                front=[Signal(row_bits, name=f"ahead_front{b}") for b in range(nb)],
+                is_open=Signal(nb, name="row_opened"),
+                open_row=[Signal(row_bits, name=f"open_row{b}") for b in range(nb)],
+                cand=Signal(nb, name="row_cand"), sel=Signal(nb, name="row_sel"),
+                head_bank=Signal(nb, name="head_bank"))
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
         p, n, regs = self.params, self.nparams, self.regfile
         t = n.timing
+        bp = n.scheduler == "bank-parallel"
         nb = n.bank_groups * n.banks
         col_bits, bg_bits, bank_bits = _log2(n.columns), _log2(n.bank_groups), _log2(n.banks)
         cap_bits = _log2(n.capacity_beats)
@@ -219,18 +236,35 @@ class NMCUnit(wiring.Component):
             do_err.eq(self.cmd.valid & ~fresh & f_bad & f_room),
             do_col.eq(go & f_hit & f_col & f_bg & f_any & (~f_reading | f_wtr) & ~f_hazard &
                       f_room),
-            do_pre.eq(go & f_open & ~f_hit & f_ras),
-            do_act.eq(go & ~f_open & f_act),
         ]
         issue = do_col | do_err
         m.d.comb += self.cmd.ready.eq(issue)
         pop = self.resp.valid & self.resp.ready
+        if bp:
+            # the row commands of the bank-parallel scheduler, on the head's bank (do_pre,
+            # do_act: what the head's flags are corrected by) or any other
+            ahead = self._bank_parallel(m, k=k, row=row, issue=issue, do_col=do_col,
+                                        writing=writing, is_open=is_open, open_row=open_row,
+                                        col_ok=col_ok, ras_ok=ras_ok, act_ok=act_ok,
+                                        timers_of=timers_of, start=start, nb=nb,
+                                        row_bits=row_bits, cap_bits=cap_bits,
+                                        col_bits=col_bits, bg_bits=bg_bits,
+                                        bank_bits=bank_bits)
+            m.d.comb += [do_pre.eq(ahead.pre_here), do_act.eq(ahead.act_here)]
+            want_head = ahead.want_head
+        else:
+            m.d.comb += [
+                do_pre.eq(go & f_open & ~f_hit & f_ras),
+                do_act.eq(go & ~f_open & f_act),
+            ]
+            want_head = row
 
         m.d.sync += [
             fresh.eq(~self.cmd.valid | issue),
             f_bad.eq(bad), f_reading.eq(reading),
             f_open.eq(do_act | (is_open[k] & ~do_pre)),
-            f_hit.eq(do_act | (row_hit.bit_select(k, 1) & ~do_pre)),
+            f_hit.eq(Mux(do_act, want_head == row, row_hit.bit_select(k, 1) & ~do_pre) if bp
+                     else do_act | (row_hit.bit_select(k, 1) & ~do_pre)),
             f_col.eq(Mux(do_act, t.RCD <= 1, col_ok.soon[k])),
             f_ras.eq(Mux(do_act, t.RAS <= 1, ras_ok.soon[k])),
             f_act.eq(Mux(do_pre, t.RP <= 1, act_ok.soon[k])),
@@ -244,13 +278,20 @@ class NMCUnit(wiring.Component):
             f_room.eq((outstanding < n.resp_depth) | pop),
         ]
 
-        with m.If(do_pre):
-            m.d.sync += [is_open[k].eq(0), *start(act_ok, k, t.RP), head_conflict.eq(1)]
-        with m.If(do_act):
-            m.d.sync += [is_open[k].eq(1), open_row[k].eq(row), *start(col_ok, k, t.RCD),
-                         *start(ras_ok, k, t.RAS), head_miss.eq(~head_conflict)]
+        if bp:
+            head_conflict, head_miss = ahead.conflict, ahead.miss
+        else:
+            with m.If(do_pre):
+                m.d.sync += [is_open[k].eq(0), *start(act_ok, k, t.RP), head_conflict.eq(1)]
+            with m.If(do_act):
+                m.d.sync += [is_open[k].eq(1), open_row[k].eq(row), *start(col_ok, k, t.RCD),
+                             *start(ras_ok, k, t.RAS), head_miss.eq(~head_conflict)]
         with m.If(do_col):
-            m.d.sync += [*start(any_free, 0, t.CCD_S), head_conflict.eq(0), head_miss.eq(0)]
+            if bp:
+                m.d.sync += start(any_free, 0, t.CCD_S)
+            else:
+                m.d.sync += [*start(any_free, 0, t.CCD_S), head_conflict.eq(0),
+                             head_miss.eq(0)]
             with m.If(c.op == Op.UPDATE):
                 m.d.sync += start(bg_free, group, t.CCDWL)
             with m.Else():
@@ -382,7 +423,11 @@ class NMCUnit(wiring.Component):
         regs.elaborate(m, self.csr, counters)
         clear = regs.command("cmd", "clear")
         alu_error = alu.o.valid & alu.o.payload.error & ~s2_err
-        regs.status(m, "status", refused=do_err | alu_error)
+        if bp:
+            regs.status(m, "status", refused=do_err | alu_error,
+                        unannounced=ahead.unannounced)
+        else:
+            regs.status(m, "status", refused=do_err | alu_error)
 
         def later(event, name):
             # the counters count an event in the cycle after it: in a node the command's
@@ -405,3 +450,96 @@ class NMCUnit(wiring.Component):
                 count(m, counters[f"{name}_{s_name}"], later(here & event, f"{name}_{s_name}"),
                       clear)
         return m
+
+    def _bank_parallel(self, m, *, k, row, issue, do_col, writing, is_open, open_row, col_ok,
+                       ras_ok, act_ok, timers_of, start, nb, row_bits, cap_bits, col_bits,
+                       bg_bits, bank_bits):
+        """The bank-parallel scheduler's state and row commands (see the class's docstring);
+        returns what the head's logic needs of it."""
+        p, n = self.params, self.nparams
+        t = n.timing
+        depth = n.ahead_depth
+        d_bits = _log2(depth)
+        out = SimpleNamespace()
+
+        def decode(addr):
+            beat = addr[p.beat_offset_bits:][:cap_bits]
+            group = beat[:bg_bits] if bg_bits else Const(0, 1)
+            bank_no = beat[bg_bits + col_bits:bg_bits + col_bits + bank_bits] if bank_bits \
+                else Const(0, 1)
+            row = beat[bg_bits + col_bits + bank_bits:] if n.rows > 1 else Const(0, 1)
+            return bank_no * n.bank_groups + group, row
+
+        # --- the rows announced, per bank, in order: one queue a bank in one memory -------------
+        a_bank, a_row = decode(self.ahead.payload)
+        a_k = Signal(range(nb), name="ahead_bank")
+        m.d.comb += a_k.eq(a_bank)
+        st = self.ahead_state
+        total = Signal(range(depth + 1), name="ahead_total")
+        count = st.count
+        wptr = Array(Signal(d_bits, name=f"ahead_w{b}") for b in range(nb))
+        rptr = Array(Signal(d_bits, name=f"ahead_r{b}") for b in range(nb))
+        front = st.front
+        m.submodules.ahead_rows = rows = Memory(shape=row_bits, depth=nb * depth, init=[])
+        w, r = rows.write_port(), rows.read_port(domain="comb")
+        push = Signal(name="ahead_push")
+        announced_k = Array(c != 0 for c in count)[k]
+        pop = issue & announced_k
+        out.unannounced = issue & ~announced_k
+        m.d.comb += [
+            self.ahead.ready.eq(total != depth),
+            push.eq(self.ahead.valid & self.ahead.ready),
+            w.addr.eq(Cat(wptr[a_k], a_k)), w.data.eq(a_row), w.en.eq(push),
+            # the second oldest of the head's bank: its front once the head leaves
+            r.addr.eq(Cat((rptr[k] + 1)[:d_bits], k)),
+        ]
+        m.d.sync += total.eq(total + push - pop)
+        with m.If(push):
+            m.d.sync += wptr[a_k].eq(wptr[a_k] + 1)
+        with m.If(pop):
+            m.d.sync += rptr[k].eq(rptr[k] + 1)
+        for b in range(nb):
+            push_b, pop_b = push & (a_k == b), pop & (k == b)
+            m.d.sync += count[b].eq(count[b] + push_b - pop_b)
+            with m.If(pop_b & (count[b] > 1)):
+                m.d.sync += front[b].eq(r.data)
+            with m.Elif(push_b & ((count[b] == 0) | pop_b)):
+                m.d.sync += front[b].eq(a_row)
+
+        # --- row commands: one a cycle, for the oldest command of each bank ----------------
+        # (the head's bank first, then the lowest-numbered bank that can take one)
+        wtp = timers_of("wtp", nb, t.WTP)
+        rrd = timers_of("rrd", 1, t.RRD)
+        for sig in (*wtp, *rrd):                # made after the others' countdown
+            m.d.sync += [sig.eq(Mux(sig == 0, 0, sig - 1)), sig.soon.eq(sig <= 2)]
+        want = [Mux(count[b] != 0, front[b], row) for b in range(nb)]
+        head_bank, cand, opened, sel = st.head_bank, st.cand, st.is_open, st.sel
+        m.d.comb += head_bank.eq(Mux(self.cmd.valid, Const(1, nb) << k, 0))
+        m.d.comb += opened.eq(Cat(*is_open))
+        m.d.comb += [mine.eq(theirs) for mine, theirs in zip(st.open_row, open_row)]
+        m.d.comb += cand.eq(Cat(*(
+            ((count[b] != 0) | head_bank[b]) &
+            Mux(is_open[b], (open_row[b] != want[b]) & (ras_ok[b] == 0) & (wtp[b] == 0),
+                (act_ok[b] == 0) & (rrd[0] == 0))
+            for b in range(nb))))
+        lowest = cand & ~(cand - 1)
+        m.d.comb += sel.eq(Mux((cand & head_bank).any(), head_bank, lowest[:nb]))
+        conflict = [Signal(name=f"row_conflict{b}") for b in range(nb)]
+        miss = [Signal(name=f"row_miss{b}") for b in range(nb)]
+        for b in range(nb):
+            with m.If(sel[b] & is_open[b]):
+                m.d.sync += [is_open[b].eq(0), *start(act_ok, b, t.RP), conflict[b].eq(1)]
+            with m.If(sel[b] & ~is_open[b]):
+                m.d.sync += [is_open[b].eq(1), open_row[b].eq(want[b]),
+                             *start(col_ok, b, t.RCD), *start(ras_ok, b, t.RAS),
+                             *start(rrd, 0, t.RRD), miss[b].eq(1)]
+        with m.If(do_col):
+            m.d.sync += [Array(conflict)[k].eq(0), Array(miss)[k].eq(0)]
+            with m.If(writing):
+                m.d.sync += start(wtp, k, t.WTP)
+        out.pre_here = (sel & opened).bit_select(k, 1)
+        out.act_here = (sel & ~opened).bit_select(k, 1)
+        out.want_head = Array(want)[k]
+        out.conflict = Array(conflict)[k]
+        out.miss = Array(miss)[k] & ~out.conflict
+        return out

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 import time
 
-from amaranth import Array, Cat, Elaboratable, Module, Mux, Signal, Value
+from amaranth import C, Array, Cat, Elaboratable, Module, Mux, Signal, Value
 from amaranth.lib import data
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.asserts import AnyConst, AnySeq
@@ -175,6 +175,69 @@ class NMCSpec(Elaboratable):
                                  dut.resp.payload.tag, SMALL.tag_bits, NMC_SMALL.resp_depth)
         m.d.comb += [Assume(c.tag == n_cmd[:SMALL.tag_bits]),
                      Assume(c.etype == ElemType.FP32)]
+        return m
+
+
+NMC_SMALL_BP = dataclasses.replace(
+    NMC_SMALL, scheduler="bank-parallel", ahead_depth=2,
+    timing=dataclasses.replace(NMC_SMALL.timing, RRD=2, WTP=3))
+
+
+class NMCAheadSpec(Elaboratable):
+    """The bank-parallel unit, its commands announced on ``ahead`` in the order they reach
+    ``cmd`` (each no later than its first cycle there; addresses in its memory): the row
+    commands cannot starve the head.  From its second cycle at the head, the head's bank has
+    the head announced and its oldest announced row is the head's; a row command goes only to
+    a bank that can take one and that a command waits for (announced, or the head); at most
+    one a cycle; when the head's bank can take one, it is the head's; and never a PRE of the
+    head's row.  With the timers counting down, the head's row is therefore open within RAS +
+    RP + RCD (and WTP) of its arrival, and it issues.  (The responses' order is the in-order
+    unit's column pipeline, unchanged: ``NMCSpec``.)"""
+
+    def elaborate(self, platform):
+        m = Module()
+        np_ = NMC_SMALL_BP
+        m.submodules.dut = dut = NMCUnit(SMALL, np_)
+        c = dut.cmd.payload
+        stream_source(m, dut.cmd.valid, c.as_value(), dut.cmd.ready, "cmd")
+        stream_source(m, dut.ahead.valid, dut.ahead.payload, dut.ahead.ready, "ahead")
+        free(m, dut.resp.ready)
+        setup_phase(m, dut.csr)
+        offset = SMALL.beat_offset_bits
+        beat_bits = (np_.capacity_beats - 1).bit_length()
+        m.d.comb += [Assume(c.etype == ElemType.FP32),
+                     Assume(dut.ahead.payload[:offset] == 0),
+                     Assume(dut.ahead.payload[offset + beat_bits:] == 0)]
+        # the announcements, in order: command n is the n-th announced beat
+        told, taken = Signal(4), Signal(4)
+        said = Array(Signal(beat_bits, name=f"said{i}") for i in range(4))
+        take = dut.ahead.valid & dut.ahead.ready
+        m.d.sync += [told.eq(told + take), taken.eq(taken + (dut.cmd.valid & dut.cmd.ready))]
+        with m.If(take):
+            m.d.sync += said[told[:2]].eq(dut.ahead.payload[offset:])
+        now = dut.ahead.payload[offset:offset + beat_bits]
+        waiting = (told - taken)[:4]
+        m.d.comb += Assume(~dut.cmd.valid | (
+            (c.addr == Cat(C(0, offset), Mux(waiting != 0, said[taken[:2]], now))) &
+            ((waiting != 0) | take)))
+        st = dut.ahead_state
+        nb = np_.bank_groups * np_.banks
+        row = c.addr[offset:][beat_bits - 1]          # 8 beats: group, column, row
+        counted = Cat(*(n != 0 for n in st.count))
+        sel, cand, head = st.sel, st.cand, st.head_bank
+        m.d.comb += [
+            Assert((sel & ~cand) == 0),
+            Assert((sel & (sel - 1))[:nb] == 0),
+            Assert(~(cand & ~counted & ~head).any()),
+            Assert(~(cand & head).any() | (sel == head)),
+        ]
+        on = Signal()               # the head's second cycle or later
+        m.d.sync += on.eq(dut.cmd.valid & ~dut.cmd.ready)
+        for b in range(nb):
+            with m.If(head[b] & on):
+                m.d.comb += [Assert(st.count[b] != 0), Assert(st.front[b] == row)]
+            with m.If(head[b] & sel[b] & st.is_open[b]):
+                m.d.comb += Assert(st.open_row[b] != row)
         return m
 
 
@@ -779,6 +842,10 @@ PROOFS = {
     "axil_latency2": (lambda: AXILiteSpec(read_latency=2), "bmc", 7, 8),
     "axil_latency3": (lambda: AXILiteSpec(read_latency=3), "bmc", 8, 9),
     "nmc": (NMCSpec, "bmc", 11, 13),
+    # depth 5 (18 s) refutes the scheduler with the head's priority left out (step 3), with a
+    # bank's oldest row not advanced when its command leaves (step 4) and with the head's
+    # own row closed for it (step 3), measured on mutated copies; 6 took 122 s
+    "nmc_bank_parallel": (NMCAheadSpec, "bmc", 5, 7),
     "dma_send": (DMASendSpec, "bmc", 9, 12),
     # depth 5 refutes, in about 3 s each, the receive side with the rx window's check
     # left out, with the wrap past the address space's end left unchecked, and with the

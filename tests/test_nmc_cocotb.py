@@ -1,6 +1,7 @@
-"""The near-bank unit's exported Verilog under cocotb (Verilator and Icarus): random command
-streams against the cycle-level model — values, order, completion cycles and counters without
-backpressure; values and order with random gaps on ``cmd`` and backpressure on ``resp``."""
+"""The near-bank unit's exported Verilog under cocotb (Verilator and Icarus), with either
+row-command scheduler: random command streams against the cycle-level model — values, order,
+completion cycles and counters without backpressure; values and order with random gaps on
+``cmd`` (and ``ahead``) and backpressure on ``resp``."""
 
 import cocotb
 import pytest
@@ -29,8 +30,11 @@ async def under_backpressure(dut):
 
 
 @pytest.mark.cocotb
-def test_nmc_cocotb(sim, tmp_path, t3_options, request):
-    params, nparams = T3Params(), NMCParams(rows=4)
+@pytest.mark.parametrize("scheduler", ["in-order", "bank-parallel"])
+def test_nmc_cocotb(sim, scheduler, tmp_path, t3_options, request):
+    # bank-parallel: an ``ahead`` port that fills (four announcements) under the traffic
+    params = T3Params()
+    nparams = NMCParams(rows=4, scheduler=scheduler, ahead_depth=4)
     config = {"params": params.to_dict(), "nparams": nparams.to_dict(),
               "n": 20_000 if t3_options.soak else 1_500, "seed": t3_options.seed}
     # a quick Verilator build unless soaking, as for the ALU alone (tests/test_nmc_alu_cocotb.py)

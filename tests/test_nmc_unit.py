@@ -8,7 +8,7 @@ import pytest
 
 from hw.interfaces import ElemType, Op, Stream
 from hw.params import T3Params
-from nmc.config import WRITE_DELAY, HBMTiming, NMCParams, beat_index
+from nmc.config import WRITE_DELAY, HBMTiming, NMCParams, Status, beat_index
 from nmc.model import NMCModel
 from sim.blocks.nmc.amaranth_sim import simulate_nmc
 
@@ -302,3 +302,99 @@ def test_the_writes_a_read_does_not_see_are_forwarded(monkeypatch, bank_beats, c
     assert set(np.diff(run.taken[1:-1])) == {ccdwl}
     lanes = np.frombuffer(run.responses[-1][1]["data"].to_bytes(32, "little"), np.float32)
     assert (lanes == values.sum()).all()
+
+
+# --- the bank-parallel scheduler ----------------------------------------------------------------
+
+#: a bank-parallel unit whose ``ahead`` port fills (4 announcements) under the tests' traffic
+BP = NMCParams(rows=4, scheduler="bank-parallel", ahead_depth=4)
+
+
+def replay_bank_parallel(commands, run, nparams=BP):
+    model = NMCModel(PARAMS, nparams)
+    for head, told in zip(run.heads, run.aheads):
+        model.step(commands[head] if head is not None else None,
+                   commands[told] if told is not None else None)
+    return model
+
+
+@pytest.mark.parametrize("gap", [0.0, 0.4])
+def test_bank_parallel_matches_the_model_in_values_cycles_and_counters(gap):
+    """Random commands (refused ones among them), announced as early as a four-entry
+    ``ahead`` port takes them, with gaps on both ports: the RTL against the model, cycle for
+    cycle."""
+    commands = random_commands(400, seed=11 + int(gap * 10))
+    run = simulate_nmc(PARAMS, BP, commands, in_gap=gap, ahead_gap=gap, seed=5)
+    model = replay_bank_parallel(commands, run)
+    assert len(run.responses) == len(model.responses) == len(commands)
+    for k, ((cycle, got), (want_cycle, want)) in enumerate(zip(run.responses, model.responses)):
+        assert cycle == want_cycle, f"response {k}: cycle {cycle}, model {want_cycle}"
+        assert {f: got[f] for f in want} == want, f"response {k}: {got} != {want}"
+    for name, value in model.counters.items():
+        assert run.regs[name] == value, f"{name}: hardware {run.regs[name]}, model {value}"
+    assert run.regs["status"] == model.status == Status.REFUSED
+    assert any(t is None for t in run.aheads[:len(commands)])        # the port did fill
+
+
+def test_bank_parallel_keeps_values_and_order_under_backpressure():
+    commands = random_commands(150, seed=7)
+    free = simulate_nmc(PARAMS, NP, commands)
+    stalled = simulate_nmc(PARAMS, BP, commands, in_gap=0.2, resp_stall=0.5, ahead_gap=0.3,
+                           seed=4)
+    assert [r for _, r in stalled.responses] == [r for _, r in free.responses]
+
+
+def test_bank_parallel_opens_each_banks_rows_in_the_same_order():
+    """Each bank's rows open in the order of its commands under either scheduler, so a
+    command stream (every address valid) has the same row hits, misses and conflicts; only
+    when they happen moves."""
+    commands = [c for c in random_commands(200, seed=3) if c["addr"] % PARAMS.beat_bytes == 0
+                and c["addr"] < NP.capacity_beats * PARAMS.beat_bytes]
+    in_order = simulate_nmc(PARAMS, NP, commands)
+    parallel = simulate_nmc(PARAMS, BP, commands)
+    for name in in_order.regs:
+        if name.startswith("row_"):
+            assert parallel.regs[name] == in_order.regs[name], name
+    assert parallel.taken[-1] < in_order.taken[-1]
+
+
+def test_bank_parallel_overlaps_the_row_commands_of_other_banks():
+    """One read to each of the 16 banks, each to a closed bank: in order, every read waits for
+    its own ACT and RCD; bank-parallel, the ACTs follow each other RRD apart from the first
+    cycle and each read issues RCD after its own, so the last issues by (banks - 1) RRD + RCD
+    plus the first command's check and announcement."""
+    banks = [(g, b) for b in range(NP.banks) for g in range(NP.bank_groups)]
+    commands = [command(beat_of(g, b, 1), Op.READ, tag=i % 16)
+                for i, (g, b) in enumerate(banks)]
+    bp = NMCParams(rows=4, scheduler="bank-parallel", ahead_depth=16)
+    parallel = simulate_nmc(PARAMS, bp, commands)
+    in_order = simulate_nmc(PARAMS, NP, commands)
+    assert parallel.taken[-1] <= (len(banks) - 1) * T.RRD + T.RCD + 2
+    assert in_order.taken[-1] >= len(banks) * T.RCD
+    assert parallel.regs["row_misses_compute"] == len(banks)
+
+
+def test_bank_parallel_waits_for_a_write_to_recover_before_closing_its_row():
+    """A store, then a read of another row of the same bank: the PRE waits WTP after the
+    store's column command (and RAS after the ACT), then RP and RCD."""
+    commands = [command(beat_of(0, 0, 0), Op.STORE), command(beat_of(0, 0, 1), Op.READ)]
+    run = simulate_nmc(PARAMS, NMCParams(rows=4, scheduler="bank-parallel"), commands)
+    store, read = run.taken
+    act = store - T.RCD                        # the ACT that opened row 0
+    assert read == max(store + T.WTP, act + T.RAS) + T.RP + T.RCD
+
+
+def test_an_unannounced_command_still_executes_and_is_reported():
+    commands = random_commands(30, seed=2)
+    free = simulate_nmc(PARAMS, NP, commands)
+    run = simulate_nmc(PARAMS, BP, commands, announce=False)
+    assert [r for _, r in run.responses] == [r for _, r in free.responses]
+    assert run.regs["status"] & Status.UNANNOUNCED
+    assert replay_bank_parallel(commands, run).status == run.regs["status"]
+
+
+def test_a_scheduler_that_does_not_exist_is_refused():
+    with pytest.raises(ValueError, match=r"scheduler must be one of .*'fifo'"):
+        NMCParams(scheduler="fifo")
+    with pytest.raises(ValueError, match="ahead_depth"):
+        NMCParams(scheduler="bank-parallel", ahead_depth=3)

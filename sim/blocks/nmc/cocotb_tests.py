@@ -8,6 +8,7 @@ import random
 import time
 
 import cocotb
+from amaranth.lib import data
 
 from hw.interfaces import ElemType, Op, Stream, mem_request_layout, mem_response_layout
 from hw.params import T3Params
@@ -41,6 +42,30 @@ class _Heads:
             self.heads.append(len(self.source.sent) if offering else None)
 
 
+class _Announcer:
+    """A bank-parallel unit's announcements: every command goes to ``ahead`` first and to
+    ``cmd``'s source from the edge its announcement was taken (so it reaches ``cmd`` no earlier
+    than the cycle after); per cycle, the index of the command announced (for the model)."""
+
+    def __init__(self, dut, ahead, source, commands):
+        self.dut, self.ahead, self.source = dut, ahead, source
+        self.commands, self.passed = commands, 0
+        self.aheads, self.on = [], False
+
+    def reset(self):
+        pass
+
+    def on_edge(self, cycle):
+        while self.passed < len(self.ahead.sent):
+            self.source.send_nowait(self.commands[self.passed])
+            self.passed += 1
+
+    def on_settle(self):
+        if self.on:
+            taken = bool(self.dut.ahead__valid.value) and bool(self.dut.ahead__ready.value)
+            self.aheads.append(len(self.ahead.sent) if taken else None)
+
+
 def random_commands(params, nparams, n, seed, hot=16):
     rng = random.Random(seed)
     full = (1 << params.beat_bytes) - 1
@@ -67,6 +92,14 @@ async def run_commands(dut, commands, in_gap, resp_stall, seed):
     sink = bench.add(StreamSink(dut, "resp", mem_response_layout(params)))
     csr = bench.add(CsrMaster(dut, "csr", nmc_registers(params, nparams)))
     heads = bench.add(_Heads(dut, source, bench))
+    bank_parallel = nparams.scheduler == "bank-parallel"
+    if bank_parallel:
+        # stepped before ``cmd``'s source, which the announcer feeds
+        ahead = StreamSource(dut, "ahead", data.StructLayout({"addr": params.addr_bits}))
+        announcer = _Announcer(dut, ahead, source, commands)
+        bench.agents[0:0] = [ahead, announcer]
+        if in_gap:
+            ahead.set_pause_generator(random_pauses(in_gap, seed + 2))
     if in_gap:
         source.set_pause_generator(random_pauses(in_gap, seed))
     if resp_stall:
@@ -75,16 +108,23 @@ async def run_commands(dut, commands, in_gap, resp_stall, seed):
     start = time.perf_counter()
     start_cycle = bench.cycle
     heads.on = True
-    for c in commands:
-        source.send_nowait(c)
+    if bank_parallel:
+        announcer.on = True
+        for c in commands:
+            ahead.send_nowait({"addr": c["addr"]})
+    else:
+        for c in commands:
+            source.send_nowait(c)
     await bench.until(lambda: len(sink.received) == len(commands), 300 * len(commands) + 500)
     heads.on = False
     wall, cycles = time.perf_counter() - start, bench.cycle - start_cycle
     regs = {reg.name: await csr.read_reg(reg.name) for reg in csr.regs.regs
             if reg.access != "wo"}
     model = NMCModel(params, nparams)
-    for head in heads.heads:
-        model.step(commands[head] if head is not None else None)
+    told = announcer.aheads if bank_parallel else [None] * len(heads.heads)
+    for head, ahead_index in zip(heads.heads, told):
+        model.step(commands[head] if head is not None else None,
+                   commands[ahead_index] if ahead_index is not None else None)
     got = [r for _, r in sink.received]
     want = [r for _, r in model.responses]
     for k, (g, w) in enumerate(zip(got, want)):
@@ -104,8 +144,9 @@ async def run_commands(dut, commands, in_gap, resp_stall, seed):
         # commands back to back must agree; and the status
         alone = NMCModel(params, nparams)
         for c in commands:
-            for _ in range(1000):
-                if alone.step(c) in ("col", "err"):
+            for first in range(1000):
+                if alone.step(c, c if first == 0 and bank_parallel else None) in ("col",
+                                                                                  "err"):
                     break
             else:
                 raise AssertionError(f"the model never took command {c}")
