@@ -92,6 +92,13 @@ class NodeParams:
                 raise ValueError(f"linklayer.max_packet_beats {self.linklayer.max_packet_beats} "
                                  f"must hold a remote-store packet: dma.remote_burst "
                                  f"{self.dma.remote_burst} beats and its header")
+        # every command between the arbiter's tap and the NMC unit's column command: the MCQ's
+        # entries and the NMC unit's input slice (two)
+        if self.nmc.scheduler == "bank-parallel" and \
+                self.nmc.ahead_depth < self.arbiter.depth + 2:
+            raise ValueError(f"nmc.ahead_depth {self.nmc.ahead_depth} must hold every command "
+                             f"on its way to the NMC unit: arbiter.depth "
+                             f"{self.arbiter.depth} + 2")
         if self.dma.commands != self.tracker.regions:
             raise ValueError(f"dma.commands {self.dma.commands} must equal tracker.regions "
                              f"{self.tracker.regions}")
@@ -368,7 +375,19 @@ class GPUNode(wiring.Component):
             layout, registered_out=("addr", "op", "tracked", "etype", "mask"))
         connect(m, dma.mem, comm_in.i)
         connect(m, comm_in.o, arbiter.comm)
-        connect(m, arbiter.tap, tracker_in.i)
+        if self.nparams.nmc.scheduler == "bank-parallel":
+            # the tap feeds the Tracker and announces each request to the NMC unit's row
+            # scheduler: a request enqueues when both take it (the arbiter offers one only
+            # with ``tap.ready``)
+            m.d.comb += [
+                tracker_in.i.valid.eq(arbiter.tap.valid),
+                tracker_in.i.payload.eq(arbiter.tap.payload),
+                nmc.ahead.valid.eq(arbiter.tap.valid),
+                nmc.ahead.payload.eq(arbiter.tap.payload.addr),
+                arbiter.tap.ready.eq(tracker_in.i.ready & nmc.ahead.ready),
+            ]
+        else:
+            connect(m, arbiter.tap, tracker_in.i)
         connect(m, tracker_in.o, tracker.i)
         # the DMA's trigger-queue level (its ready) and the Tracker's output state were one
         # path (64.4 MHz)

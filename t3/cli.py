@@ -1226,7 +1226,8 @@ def build_parser():
                             "wfs_per_wg, dtype, flops_per_cycle (the scaled GPU's flop "
                             "rate), link_bw (NUM/DEN), link_latency, "
                             "link_headers (charged or free), mcq_depth, memory_rows, l2_ways "
-                            "(0: no L2), l2_mshrs, l2_depth, dma_buffer (beats)")
+                            "(0: no L2), l2_mshrs, l2_depth, dma_buffer (beats), "
+                            "dram_scheduler (in-order or bank-parallel)")
     sweep.add_argument("--configs", default="sequential,t3,t3-mca",
                        help="comma-separated among sequential, t3, t3-mca, rs-nmc, or all "
                             "(default sequential,t3,t3-mca)")

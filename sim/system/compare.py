@@ -29,7 +29,8 @@ def run_all(spec, gpus, *, sim=None, seed=1, progress=None, **ring):
                                 system_params)
     params, nparams = system_params(ring.get("memory_rows") or memory_rows_for(gpus, spec),
                                     ring.get("mcq_depth"), ring.get("l2"), gpus,
-                                    run_formats(spec), ring.get("dma_buffer"))
+                                    run_formats(spec), ring.get("dma_buffer"),
+                                    ring.get("dram_scheduler"))
     engines = ring.get("engines", engine_params_for(gpus))
     for config in CONFIGS + (ISOLATED_RS,):     # refuse a bad workload before the first run
         check_config(spec, gpus, config, params, nparams, engines or None,

@@ -11,7 +11,7 @@ from hw.params import T3Params, check_int
 from l2.config import L2Config, L2Params
 from linklayer.config import LinkLayerParams
 from dma.config import DMAParams
-from nmc.config import NMCParams
+from nmc.config import SCHEDULERS, NMCParams
 from system.engine.config import EngineParams
 from system.node import NodeParams
 from system.ring import MAX_GPUS
@@ -212,14 +212,17 @@ def gpu_bits_for(gpus):
 
 
 def node_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None, gpus=None, formats=FORMATS,
-                dma_buffer=None):
+                dma_buffer=None, dram_scheduler=None):
     """The :class:`system.node.NodeParams` of the system's nodes: ALUs for ``formats``
     (default :data:`FORMATS`; a run's: :func:`run_formats`),
     memory of ``memory_rows`` rows per bank (8: 128 KiB per GPU), an MCQ of ``mcq_depth``
     entries (default: the node's, 64), an L2 of geometry ``l2`` (an
     :class:`l2.config.L2Params`; default none), GPU numbers wide enough for a ring of
     ``gpus`` (:func:`gpu_bits_for`; default 16 GPUs), a DMA payload buffer of ``dma_buffer``
-    beats (the tile reads it keeps in flight; default the node's, 32)."""
+    beats (the tile reads it keeps in flight; default the node's, 32), the NMC unit's row
+    commands scheduled by ``dram_scheduler`` (one of :data:`nmc.config.SCHEDULERS`; default the
+    unit's, in order; bank-parallel with an ``ahead`` port for every command between the
+    arbiter and the unit: :func:`ahead_depth_for`)."""
     node = NodeParams(nmc=NMCParams(rows=memory_rows, formats=tuple(formats)), l2=l2)
     if gpus is not None and gpu_bits_for(gpus) != node.dma.gpu_bits:
         node = dataclasses.replace(node, dma=dataclasses.replace(
@@ -230,13 +233,23 @@ def node_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None, gpus=None, for
     if dma_buffer is not None:
         node = dataclasses.replace(node, dma=dataclasses.replace(node.dma,
                                                                  buffer_beats=dma_buffer))
+    if dram_scheduler is not None and dram_scheduler != node.nmc.scheduler:
+        node = dataclasses.replace(node, nmc=dataclasses.replace(
+            node.nmc, scheduler=dram_scheduler, ahead_depth=ahead_depth_for(node.arbiter.depth)))
     return node
 
 
+def ahead_depth_for(mcq_depth):
+    """The ``ahead`` port of a bank-parallel NMC unit behind an MCQ of ``mcq_depth``: every
+    command on its way to the unit (:class:`system.node.NodeParams`), to a power of two."""
+    return 1 << (mcq_depth + 2 - 1).bit_length()
+
+
 def system_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None, gpus=None, formats=FORMATS,
-                  dma_buffer=None):
+                  dma_buffer=None, dram_scheduler=None):
     """``(T3Params, NodeParams)`` of the system: the default widths and :func:`node_params`."""
-    return T3Params(), node_params(memory_rows, mcq_depth, l2, gpus, formats, dma_buffer)
+    return T3Params(), node_params(memory_rows, mcq_depth, l2, gpus, formats, dma_buffer,
+                                   dram_scheduler)
 
 
 def describe_scale(spec, gpus, latency=LINK_LATENCY):
@@ -361,7 +374,8 @@ def check_wave(wave, sim, scope=None, gpus=None):
 def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
                bandwidth=LINK_BANDWIDTH, engines=True, mcq_depth=None, l2=None,
                geometry=None, charge_headers=LINK_CHARGES_HEADERS, formats=("fp16",),
-               linklayer=None, faults=False, topology="ring", dma_buffer=None):
+               linklayer=None, faults=False, topology="ring", dma_buffer=None,
+               dram_scheduler=None):
     """``(top name, make, cache key)`` of the ring a run uses (built once per key);
     ``l2``, ``geometry``, ``charge_headers``, ``linklayer``, ``topology`` as in
     :func:`run_config`;
@@ -371,7 +385,7 @@ def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
     from system.ring import Ring
     memory_rows = memory_rows or memory_rows_for(gpus)
     params, nparams = geometry or system_params(memory_rows, mcq_depth, l2, gpus, formats,
-                                                dma_buffer)
+                                                dma_buffer, dram_scheduler)
     nparams = with_linklayer(nparams, linklayer)
     eparams = engine_params_for(gpus) if engines is True else (engines or None)
     key = design_key(Ring, params.to_dict(), nparams.to_dict(), gpus, latency, bandwidth,
@@ -586,7 +600,7 @@ def run_plan(spec, gpus, config, *, sim=None, seed=1, memory_rows=None, latency=
              mcq_depth=None, l2=None, l2_config=None, geometry=None,
              charge_headers=LINK_CHARGES_HEADERS, linklayer=None, faults=None, reset_gpu=None,
              recover=False, topology="ring", collective="ring", wave=None, wave_scope=None,
-             check=True, dma_buffer=None):
+             check=True, dma_buffer=None, dram_scheduler=None):
     """The :class:`RunPlan` of :func:`run_config`'s arguments (see there), every argument
     checked: a refused one raises ``ValueError`` naming the field.  ``check=False`` leaves
     out the check of everything the run will program (:func:`check_config`, most of the
@@ -594,8 +608,11 @@ def run_plan(spec, gpus, config, *, sim=None, seed=1, memory_rows=None, latency=
     sim = sim or default_sim()
     check_int("gpus", gpus, 2, MAX_GPUS)
     memory_rows = memory_rows or memory_rows_for(gpus, spec, config)
+    if dram_scheduler is not None and dram_scheduler not in SCHEDULERS:
+        raise ValueError(f"dram_scheduler must be one of {', '.join(SCHEDULERS)}, not "
+                         f"{dram_scheduler!r}")
     params, nparams = geometry or system_params(memory_rows, mcq_depth, l2, gpus,
-                                                run_formats(spec), dma_buffer)
+                                                run_formats(spec), dma_buffer, dram_scheduler)
     nparams = with_linklayer(nparams, linklayer)
     fault_ports = check_faults(faults, nparams) if faults else None
     eparams = engine_params_for(gpus) if engines is True else engines
@@ -635,7 +652,7 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                mcq_depth=None, l2=None, l2_config=None, geometry=None,
                charge_headers=LINK_CHARGES_HEADERS, linklayer=None, faults=None,
                reset_gpu=None, recover=False, topology="ring", collective="ring",
-               dma_buffer=None):
+               dma_buffer=None, dram_scheduler=None):
     """Run ``config`` on a ring of ``gpus``; returns the result dict of
     :func:`sim.system.testbench.run_system`.  ``progress(line)`` sees the testbench's progress
     lines.  ``engines``: the GPU-side engines in the ring's RTL that make the GPUs' traffic
@@ -644,7 +661,9 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     :data:`CXX_OPT`).  ``timeline``: sample every GPU's timeline counters every that many
     cycles (``result["timeline"]``, :mod:`sim.system.timeline`).  ``mcq_depth``: the memory
     controller queue's entries (default the node's); ``dma_buffer``: the DMA engine's payload
-    buffer in beats, the tile reads it keeps in flight (default the node's, 32).  ``l2``: an :class:`l2.config.L2Params`: every node has an L2 of that
+    buffer in beats, the tile reads it keeps in flight (default the node's, 32);
+    ``dram_scheduler``: how the NMC unit schedules its row commands (``"in-order"``, the
+    node's, or ``"bank-parallel"``: :class:`nmc.rtl.NMCUnit`).  ``l2``: an :class:`l2.config.L2Params`: every node has an L2 of that
     geometry (the GEMM's inputs cached; :func:`sim.system.configure.allocate`), programmed
     with ``l2_config`` (an :class:`l2.config.L2Config`; default :data:`SYSTEM_L2_CONFIG`).
     ``geometry``: ``(T3Params, NodeParams)`` in place of the system's (:func:`system_params`;
@@ -681,7 +700,7 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                     geometry=geometry, charge_headers=charge_headers, linklayer=linklayer,
                     faults=faults, reset_gpu=reset_gpu, recover=recover, topology=topology,
                     collective=collective, wave=wave, wave_scope=wave_scope,
-                    dma_buffer=dma_buffer)
+                    dma_buffer=dma_buffer, dram_scheduler=dram_scheduler)
     sim, top, make, key = plan.sim, plan.top, plan.make, plan.key
     build_dir = Path(build_dir or tempfile.mkdtemp(prefix=f"t3_system_{config}_"))
     build_dir.mkdir(parents=True, exist_ok=True)

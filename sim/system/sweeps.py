@@ -9,7 +9,8 @@ the payload does, the paper's link model and the default), ``mcq_depth`` (the me
 controller queue's entries), ``memory_rows``, ``l2_ways`` (the ways of every node's L2 in
 use, of the preset's L2 or :data:`sim.system.run.PAPER_L2`; 0: no L2), ``l2_mshrs`` and
 ``l2_depth`` (its MSHRs and the requests it takes in flight), ``dma_buffer`` (the DMA
-engine's payload buffer in beats: the tile reads it keeps in flight).  A point that
+engine's payload buffer in beats: the tile reads it keeps in flight), ``dram_scheduler``
+(``in-order`` or ``bank-parallel``: how the NMC unit schedules its row commands).  A point that
 changes the ring builds (and caches) that ring once.
 """
 
@@ -68,6 +69,13 @@ def _headers(text):
     return text
 
 
+def _scheduler(text):
+    from nmc.config import SCHEDULERS
+    if text not in SCHEDULERS:
+        raise ValueError(f"dram_scheduler must be one of {', '.join(SCHEDULERS)}, not {text!r}")
+    return text
+
+
 #: name -> (parser of one value, "workload" or "ring").
 PARAMETERS = {"m": (_int("m", 1), "workload"), "n": (_int("n", 1), "workload"),
               "k": (_int("k", 1), "workload"), "cus": (_int("cus", 1, 16), "workload"),
@@ -82,7 +90,8 @@ PARAMETERS = {"m": (_int("m", 1), "workload"), "n": (_int("n", 1), "workload"),
               "l2_ways": (_int("l2_ways", 0, 64), "ring"),
               "l2_mshrs": (_int("l2_mshrs", 1, 256), "ring"),
               "l2_depth": (_int("l2_depth", 4, 1024), "ring"),
-              "dma_buffer": (_int("dma_buffer", 4, 1024), "ring")}
+              "dma_buffer": (_int("dma_buffer", 4, 1024), "ring"),
+              "dram_scheduler": (_scheduler, "ring")}
 
 
 def parse_vary(texts):
@@ -128,7 +137,7 @@ def _ring_kwargs(ring, base_ring):
         out["bandwidth"] = tuple(ring["link_bw"])
     if "link_latency" in ring:
         out["latency"] = ring["link_latency"]
-    for name in ("mcq_depth", "memory_rows", "dma_buffer"):
+    for name in ("mcq_depth", "memory_rows", "dma_buffer", "dram_scheduler"):
         if name in ring:
             out[name] = ring[name]
     if "link_headers" in ring:
@@ -166,7 +175,8 @@ def check_points(points, gpus, configs, base_ring):
             params, nparams = system_params(kw.get("memory_rows") or
                                             memory_rows_for(gpus, GemmSpec(**fields)),
                                             kw.get("mcq_depth"), kw.get("l2"), gpus,
-                                            run_formats(spec), kw.get("dma_buffer"))
+                                            run_formats(spec), kw.get("dma_buffer"),
+                                            kw.get("dram_scheduler"))
             for config in configs:
                 check_config(spec, gpus, config, params, nparams,
                              kw.get("engines", engine_params_for(gpus)), kw.get("l2_config"))
@@ -177,7 +187,7 @@ def check_points(points, gpus, configs, base_ring):
 def run_point(fields, gpus, config, ring, seed=1, sim=None, timeline=None):
     """One run of a sweep point (the job): the :class:`GemmSpec` ``fields`` on ``gpus`` GPUs in
     ``config`` with ``ring``'s settings (JSON: ``bandwidth``, ``latency``, ``mcq_depth``,
-    ``dma_buffer``,
+    ``dma_buffer``, ``dram_scheduler``,
     ``memory_rows``, ``engines``, ``l2`` and ``l2_config`` as dicts); returns what the table
     needs and what a paper record keeps of a run (:func:`sim.system.cases.run_case`: the
     GEMM's waits at the MC arbiter, MCA's thresholds, the L2's counters), and with
