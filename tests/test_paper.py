@@ -89,9 +89,12 @@ def test_the_machine_table_states_the_models_values():
     from dma.config import DMAParams
     from mc_arbiter.config import ArbiterParams
     from nmc.config import HBMTiming, NMCParams
-    from sim.system.run import L2_HIT_LATENCY, PAPER_DMA_BUFFER, PAPER_L2
+    from sim.system.run import (L2_HIT_LATENCY, PAPER_DMA_BUFFER, PAPER_DRAM_SCHEDULER,
+                                PAPER_L2, preset_setup)
     from sim.system.workload import LINK_BANDWIDTH, MODEL_HBM_BYTES_PER_CYCLE, SCALED_CUS
     rows = _machine_rows()
+    assert PAPER_DRAM_SCHEDULER == "bank-parallel"
+    assert preset_setup(preset(FIGURE16_CASES[0]))["dram_scheduler"] == PAPER_DRAM_SCHEDULER
     t, n = HBMTiming(), NMCParams()
     max_chunk = max(preset(c, scale=sc).m * preset(c, scale=sc).n // PRESETS[c]["tp"] *
                     preset(c, scale=sc).elem_bytes // 32
@@ -110,7 +113,8 @@ def test_the_machine_table_states_the_models_values():
         "HBM banks": (f"{n.bank_groups} bank groups of {n.banks} banks",),
         "op-and-store column delay": (f"CCDWL {t.CCDWL} with CCD_L {t.CCD_L} (CCD_S {t.CCD_S})",),
         "other DRAM timings": (f"CL {t.CL}, RCD {t.RCD}, RP {t.RP}, RAS {t.RAS}",),
-        "DRAM scheduler": (f"MCQ of {ArbiterParams().depth} entries",),
+        "DRAM scheduler": (f"MCQ of {ArbiterParams().depth} entries",
+                           "bank-parallel row commands", f"RRD {t.RRD}", f"WTP {t.WTP}"),
         "L2 capacity": (f"{PAPER_L2.sets} sets × {PAPER_L2.ways} ways of 32-byte lines "
                         f"({PAPER_L2.sets * PAPER_L2.ways * 32 // 1024} KiB), "
                         f"{PAPER_L2.banks} banks",),

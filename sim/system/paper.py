@@ -96,8 +96,9 @@ def check_cases(cases, scale, configs=RUNS):
     """Refuse a case the rings cannot run, before any job (the ring size, the programming of
     every run in ``configs``)."""
     from system.ring import MAX_GPUS
-    from sim.system.run import (PAPER_DMA_BUFFER, PAPER_L2, check_config, paper_l2_config,
-                                paper_memory_rows, run_formats, system_params)
+    from sim.system.run import (PAPER_DMA_BUFFER, PAPER_DRAM_SCHEDULER, PAPER_L2,
+                                check_config, paper_l2_config, paper_memory_rows, run_formats,
+                                system_params)
     scaled_cus(scale)
     for name in cases:
         spec, gpus, _ = case_setup(name, scale)
@@ -106,7 +107,8 @@ def check_cases(cases, scale, configs=RUNS):
                              f"has at most {MAX_GPUS}")
         params, nparams = system_params(paper_memory_rows(gpus), l2=PAPER_L2, gpus=gpus,
                                         formats=run_formats(spec),
-                                        dma_buffer=PAPER_DMA_BUFFER)
+                                        dma_buffer=PAPER_DMA_BUFFER,
+                                        dram_scheduler=PAPER_DRAM_SCHEDULER)
         for config in configs:
             try:
                 check_config(spec, gpus, config, params, nparams, PAPER_ENGINE,

@@ -24,7 +24,7 @@ __all__ = ["system_params", "node_params", "gpu_bits_for", "check_wave", "engine
            "ring_build", "idle_rate", "run_plan", "RunPlan", "ring_verilator_args",
            "ENGINE_PARAMS", "CXX_OPT", "DEFAULT_CXX_OPT",
            "LINK_LATENCY", "FORMATS", "run_formats", "MEMORY_ROWS", "memory_rows_for", "PAPER_MEMORY_ROWS",
-           "PAPER_ENGINE", "preset_setup", "PAPER_L2", "PAPER_DMA_BUFFER",
+           "PAPER_ENGINE", "preset_setup", "PAPER_L2", "PAPER_DMA_BUFFER", "PAPER_DRAM_SCHEDULER",
            "PAPER_L2_BYTES", "L2_HIT_FRACTION",
            "L2_HIT_LATENCY", "L2_BANK_CYCLES", "SYSTEM_L2_CONFIG", "paper_l2_config"]
 
@@ -96,6 +96,14 @@ PAPER_L2 = L2Params(sets=128, ways=16, banks=4, mshrs=197, depth=256)
 #: waits for the link.
 PAPER_DMA_BUFFER = 1024
 
+#: The row-command scheduler of the paper rings' NMC units: Accel-Sim's HBM, the paper's
+#: simulator's, serves each bank's request on its own with a row bus beside the column bus
+#: (``dram_dual_bus_interface 1``: a row command and a column command a cycle, for any
+#: banks; FR-FCFS per bank, ``gpgpu_dram_scheduler 1``), so one bank's ACT and PRE overlap
+#: another's column commands.  The model's bank-parallel scheduler does that; its column
+#: commands stay in the MCQ's order (``docs/paper.md``, the machine's table).
+PAPER_DRAM_SCHEDULER = "bank-parallel"
+
 #: The paper's L2 is 16 MB (Table 1).
 PAPER_L2_BYTES = 16 << 20
 
@@ -153,7 +161,7 @@ def preset_setup(spec, gpus=None):
     gpus = gpus or PRESETS[spec.name]["tp"]
     return {"memory_rows": paper_memory_rows(gpus), "latency": link_latency_for(spec),
             "engines": PAPER_ENGINE, "l2": PAPER_L2, "dma_buffer": PAPER_DMA_BUFFER,
-            "l2_config": paper_l2_config(spec, gpus)}
+            "dram_scheduler": PAPER_DRAM_SCHEDULER, "l2_config": paper_l2_config(spec, gpus)}
 
 
 def _times_pow2(gpus, per):
