@@ -167,6 +167,22 @@ def test_the_stimulus_is_every_word_the_host_puts_into_the_ring(fresh):
     assert runkey._stimulus(all_ways).digest != runkey._stimulus(one_way).digest
 
 
+def test_the_stimulus_does_not_follow_the_blas_threads(fresh):
+    """The partial outputs the engines store are fp32 products made by numpy; OpenBLAS
+    splits some products' sums among its threads (Mega-GPT-2 FC-1 at TP 16 and scale 0.5 on
+    two), so the workload makes them with one thread, as the simulator's Python runs: the
+    same data and digest with any number of threads around it."""
+    from threadpoolctl import threadpool_limits
+    from sim.system.runkey import case_plan
+    tb = case_plan("Mega-GPT-2-FC-1-TP16", "t3", 0.5).tb
+    digests = set()
+    for threads in (1, 2):
+        runkey._workload.cache_clear()
+        with threadpool_limits(limits=threads, user_api="blas"):
+            digests.add(runkey._stimulus(tb).digest)
+    assert len(digests) == 1
+
+
 def test_a_program_change_moves_the_stimulus(fresh, monkeypatch):
     """A change to an engine's program (one descriptor field) is a change of what ran."""
     import sim.system.host as host

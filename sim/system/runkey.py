@@ -283,15 +283,16 @@ def _stimulus(tb):
 def _stimulus_key(tb):
     from hw.export import source_digest
     from importlib.metadata import version
-    text = json.dumps([tb, source_digest("sim.system.host"), version("numpy"),
+    text = json.dumps([tb, source_digest("sim.system.host"),
+                       source_digest("sim.system.workload"), version("numpy"),
                        version("ml_dtypes")], sort_keys=True, default=str)
     return _short(hashlib.sha256(text.encode()))
 
 
 def stimulus_digest(tb, cache=None):
     """The digest of what the host puts into the ring for the testbench configuration ``tb``
-    (:attr:`sim.system.run.RunPlan.tb`), cached under the source of the host's code and the
-    configuration."""
+    (:attr:`sim.system.run.RunPlan.tb`), cached under the source of the host's code, the
+    workload's (its inputs and partial outputs) and the configuration."""
     cache = cache or _Cache()
     key = _stimulus_key(tb)
     digest = cache.get("stimulus", key)

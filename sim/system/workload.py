@@ -346,8 +346,14 @@ class Workload:
             a = [(rng.standard_normal((spec.m, spec.k)) * scale).astype(dt)
                  for _ in range(self.gpus)]
             b = [rng.standard_normal((spec.k, spec.n)).astype(dt) for _ in range(self.gpus)]
-        partials = [(x.astype(np.float32) @ y.astype(np.float32)).astype(dt)
-                     for x, y in zip(a, b)]
+        # one BLAS thread, in every process: OpenBLAS splits some products' sums among its
+        # threads, so their fp32 results moved with the thread count (the simulator's
+        # Python runs with one, sim.harness.runner; a two-core host's with two), and with
+        # them the data a ring computes on and its records' key
+        from threadpoolctl import threadpool_limits
+        with threadpool_limits(limits=1, user_api="blas"):
+            partials = [(x.astype(np.float32) @ y.astype(np.float32)).astype(dt)
+                        for x, y in zip(a, b)]
         return a, b, partials
 
     def order_free(self):
