@@ -40,6 +40,22 @@ class NMCUnit(wiring.Component):
     csr : In(csr_signature(...))
         Traffic counters split by stream, ``errors``, ``busy``, ``status``
         (:func:`nmc.config.nmc_registers`).
+    ahead : In(stream.Signature(params.addr_bits)), with ``scheduler="bank-parallel"`` only
+        Each command's address, in the order the commands reach ``cmd``, no later than the
+        command's first cycle there; ``ready`` while fewer than ``ahead_depth`` announced
+        commands have not executed.
+
+    Row commands (``NMCParams.scheduler``)
+    ---------------------------------------
+    ``"in-order"``: the head command's bank alone takes row commands, as the timing below
+    says.  ``"bank-parallel"``: each bank's announced rows are kept in order, and every cycle
+    one row command goes to the head's bank if it can take one, else to the lowest-numbered
+    bank that can: a PRE when its open row is not its oldest command's (RAS after its ACT and
+    WTP after its last write's column command), an ACT of that row when it is closed (RP after
+    its PRE, RRD after any ACT).  Column commands keep the rules below, in order; a command
+    counts as a miss or conflict by the row commands its bank took for it; one executed
+    without an announcement latches ``status.unannounced`` (its bank is prepared for it at the
+    head).
 
     Timing (one action per cycle for the head command, in order)
     ------------------------------------------------------------
