@@ -147,7 +147,7 @@ class NMCModel:
 
     def _row_commands(self, cmd):
         """The bank-parallel scheduler's row command of this cycle, from the state at its
-        start: ``(bank, "pre" | "act")`` or None."""
+        start: ``(bank, "pre" | "act", the row it is for)`` or None."""
         now, nb = self.now, len(self.open)
         head = self._bank_row(cmd["addr"]) if cmd is not None else (None, None)
         cand = []
