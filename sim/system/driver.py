@@ -103,6 +103,26 @@ class _GPUConfig:
                                    commands=list(self.commands))
 
 
+class _CopyOnRead:
+    """The GPUs' configurations as :meth:`Driver._transaction`'s ``change`` sees them: each is
+    copied (:meth:`_GPUConfig.copy`) the first time it is read, by index or by iteration;
+    ``copies`` maps the GPU numbers read to their copies."""
+
+    def __init__(self, configs):
+        self._configs, self.copies = configs, {}
+
+    def __len__(self):
+        return len(self._configs)
+
+    def __getitem__(self, gpu):
+        if gpu not in self.copies:
+            self.copies[gpu] = self._configs[gpu].copy()
+        return self.copies[gpu]
+
+    def __iter__(self):
+        return (self[gpu] for gpu in range(len(self._configs)))
+
+
 class Driver:
     """T3's driver for a ring of ``gpus`` nodes of geometry ``nparams``, or a full mesh of
     them (``topology="mesh"``: every GPU linked to every other, :class:`system.fabric.FullMesh`).
@@ -155,15 +175,16 @@ class Driver:
 
     def _transaction(self, change):
         """Apply ``change(state)`` to a copy, validate the copy, then keep it: a refused
-        configuration leaves the driver untouched.  Only the GPUs whose configuration changed
-        are validated again (the others' were, and validation reads nothing else that
-        changes): a call on one GPU of a 32-GPU ring checks one."""
-        state = [cfg.copy() for cfg in self._gpu]
+        configuration leaves the driver untouched.  A GPU's configuration is copied when
+        ``change`` first reads it, and only the copied ones are validated again (the others'
+        were, and validation reads nothing else that changes): a call on one GPU of a 32-GPU
+        ring copies and checks one."""
+        state = _CopyOnRead(self._gpu)
         result = change(state)
-        for gpu, cfg in enumerate(state):
+        for gpu, cfg in state.copies.items():
             if cfg != self._gpu[gpu]:
                 self._validate(gpu, cfg)
-        self._gpu = state
+        self._gpu = [state.copies.get(gpu, cfg) for gpu, cfg in enumerate(self._gpu)]
         return result
 
     def _validate(self, gpu, cfg):

@@ -6,6 +6,7 @@ workgroup's descriptor), :class:`Step` (a vector step) and :class:`GemmProgram`;
 :mod:`system.engine.model` runs them."""
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -49,7 +50,7 @@ class GemmProgram:
 
 
 def pack_wg(params, desc: WGDesc):
-    layout = wg_layout(params)
+    layout, packer = _wg_packer(params)
     if not 1 <= len(desc.tiles) <= MAX_WFS:
         raise ValueError(f"a WG has 1 to {MAX_WFS} tiles, not {len(desc.tiles)}")
     for name, value in [("a_off", desc.a_off), ("b_off", desc.b_off)] + \
@@ -60,8 +61,20 @@ def pack_wg(params, desc: WGDesc):
     tiles = sum(t << (OFFSET_BITS * i) for i, t in enumerate(desc.tiles))
     fields = {"wg_id": desc.wg_id, "remote": int(desc.remote), "update": int(desc.update),
               "tracked": int(desc.tracked), "a_off": desc.a_off, "b_off": desc.b_off}
-    word = Packer(data_fields(layout, "tiles")).pack(fields)
-    return word | tiles << layout["tiles"].offset
+    return packer.pack(fields) | tiles << layout["tiles"].offset
+
+
+@functools.lru_cache(maxsize=None)
+def _wg_packer(params):
+    """The WG layout of ``params`` and a :class:`~hw.interfaces.Packer` of its scalar fields,
+    made once per parameter set (a paper run packs some 10,000 descriptors)."""
+    layout = wg_layout(params)
+    return layout, Packer(data_fields(layout, "tiles"))
+
+
+@functools.lru_cache(maxsize=None)
+def _step_packer(params):
+    return Packer(step_layout(params))
 
 
 def data_fields(layout, skip):
@@ -79,7 +92,7 @@ def program_beats(params, words):
 
 
 def pack_step(params, step: Step):
-    return Packer(step_layout(params)).pack({
+    return _step_packer(params).pack({
         "wait_arrivals": step.wait_arrivals, "n": step.n, "x": step.x,
         "y": step.y or 0, "has_y": int(step.y is not None), "z": step.z,
         "z_kind": step.z_kind})
