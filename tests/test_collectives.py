@@ -138,6 +138,8 @@ def test_a_whole_all_reduce_runs_without_the_cus(tmp_path, t3_options):
 
 
 @pytest.mark.cocotb
+@pytest.mark.soak       # a ring of its own; the all-gather by track and trigger runs in the
+                        # default suite on the mesh, the ring's RS in every ring test
 def test_a_whole_all_reduce_on_the_ring_runs_without_the_cus(tmp_path, t3_options):
     """The ring reduce-scatter with every update tracked, then the all-gather by track and
     trigger out of place (:func:`configure_fused` with ``all_reduce``): one fused phase, no

@@ -51,6 +51,12 @@ def check_against_the_model(run, model, n):
         assert run.regs[name] == value, f"{name}: hardware {run.regs[name]}, model {value}"
 
 
+def length(n, t3_options):
+    """Commands of a random stream: ``n`` in the default suite (Amaranth's simulator takes
+    about 25 ms a command under backpressure), four times as many with ``--soak``."""
+    return 4 * n if t3_options.soak else n
+
+
 def random_commands(n, seed):
     rng = random.Random(seed)
     beats = [rng.randrange(NP.capacity_beats) for _ in range(16)]
@@ -67,8 +73,8 @@ def random_commands(n, seed):
 
 
 @pytest.mark.parametrize("in_gap", [0.0, 0.4])
-def test_random_commands_match_the_model_in_values_cycles_and_counters(in_gap):
-    commands = random_commands(400, seed=int(in_gap * 10) + 1)
+def test_random_commands_match_the_model_in_values_cycles_and_counters(in_gap, t3_options):
+    commands = random_commands(length(200, t3_options), seed=int(in_gap * 10) + 1)
     run = simulate_nmc(PARAMS, NP, commands, in_gap=in_gap, seed=3)
     model = replay(commands, run)
     check_against_the_model(run, model, len(commands))
@@ -76,8 +82,8 @@ def test_random_commands_match_the_model_in_values_cycles_and_counters(in_gap):
     assert model.counters["row_conflicts_compute"] + model.counters["row_conflicts_comm"] > 0
 
 
-def test_backpressure_keeps_values_and_order():
-    commands = random_commands(300, seed=7)
+def test_backpressure_keeps_values_and_order(t3_options):
+    commands = random_commands(length(150, t3_options), seed=7)
     free = simulate_nmc(PARAMS, NP, commands)
     stalled = simulate_nmc(PARAMS, NP, commands, in_gap=0.2, resp_stall=0.5, seed=4)
     assert [r for _, r in stalled.responses] == [r for _, r in free.responses]
@@ -261,7 +267,7 @@ def test_formats_refused():
 
 
 @pytest.mark.parametrize("timing", ["default", "fast"])
-def test_a_storage_in_banks_reads_what_the_model_reads(monkeypatch, timing):
+def test_a_storage_in_banks_reads_what_the_model_reads(monkeypatch, timing, t3_options):
     # The node's storage (4,096 beats) is two banks of nmc.config.READ_BANK_BEATS, each read
     # into a register of its own, the bank chosen after, the two writes the read does not see
     # (the one in the read's cycle and the next) forwarded apart; here four banks of 512 beats.
@@ -275,7 +281,7 @@ def test_a_storage_in_banks_reads_what_the_model_reads(monkeypatch, timing):
     unit = nmc.rtl.NMCUnit(PARAMS, nparams)
     names = {sub[1] for sub in Fragment.get(unit, None).subfragments}
     assert {"storage0", "storage1", "storage2", "storage3"} <= names
-    commands = random_commands(300, seed=7)
+    commands = random_commands(length(150, t3_options), seed=7)
     # and every beat read at the end: a stale read that an update or a masked store wrote back
     # shows there
     commands += [command(0, Op.READ, tag=k % 16, addr=addr) for k, addr in enumerate(
@@ -320,11 +326,11 @@ BP = NMCParams(rows=4, scheduler="bank-parallel", ahead_depth=4)
 
 
 @pytest.mark.parametrize("gap", [0.0, 0.4])
-def test_bank_parallel_matches_the_model_in_values_cycles_and_counters(gap):
+def test_bank_parallel_matches_the_model_in_values_cycles_and_counters(gap, t3_options):
     """Random commands (refused ones among them), announced as early as a four-entry
     ``ahead`` port takes them, with gaps on both ports: the RTL against the model, cycle for
     cycle."""
-    commands = random_commands(400, seed=11 + int(gap * 10))
+    commands = random_commands(length(200, t3_options), seed=11 + int(gap * 10))
     run = simulate_nmc(PARAMS, BP, commands, in_gap=gap, ahead_gap=gap, seed=5)
     model = replay(commands, run, BP)
     check_against_the_model(run, model, len(commands))
@@ -333,19 +339,19 @@ def test_bank_parallel_matches_the_model_in_values_cycles_and_counters(gap):
         assert run.aheads.index(None) < run.aheads.index(len(commands) - 1)
 
 
-def test_bank_parallel_keeps_values_and_order_under_backpressure():
-    commands = random_commands(150, seed=7)
+def test_bank_parallel_keeps_values_and_order_under_backpressure(t3_options):
+    commands = random_commands(length(100, t3_options), seed=7)
     free = simulate_nmc(PARAMS, NP, commands)
     stalled = simulate_nmc(PARAMS, BP, commands, in_gap=0.2, resp_stall=0.5, ahead_gap=0.3,
                            seed=4)
     assert [r for _, r in stalled.responses] == [r for _, r in free.responses]
 
 
-def test_bank_parallel_opens_each_banks_rows_in_the_same_order():
+def test_bank_parallel_opens_each_banks_rows_in_the_same_order(t3_options):
     """Each bank's rows open in the order of its commands under either scheduler, so a
     command stream (every address valid) has the same row hits, misses and conflicts; only
     when they happen moves."""
-    commands = [c for c in random_commands(200, seed=3) if c["addr"] % PARAMS.beat_bytes == 0
+    commands = [c for c in random_commands(length(120, t3_options), seed=3) if c["addr"] % PARAMS.beat_bytes == 0
                 and c["addr"] < NP.capacity_beats * PARAMS.beat_bytes]
     in_order = simulate_nmc(PARAMS, NP, commands)
     parallel = simulate_nmc(PARAMS, BP, commands)

@@ -99,8 +99,9 @@ def test_place_and_route_refuses_bad_arguments():
 #: (``docs/fpga.md``: the node 76.9 MHz on seeds 1 and 2, the blocks 83.6-96.3 alone).
 FLOORS = {"mc_arbiter": 75, "tracker": 75, "dma": 75, "nmc": 75, "node": 75}
 
-#: placed and routed in the default run (about a minute); the others, minutes each, with --soak
-QUICK = ("mc_arbiter",)
+#: placed and routed in the default run: none (the arbiter alone takes about 90 s of a core in
+#: the suite); every block and the node with --soak, and their figures in ``t3 bench fpga``
+QUICK = ()
 
 
 @pytest.mark.parametrize("block", sorted(FLOORS))
