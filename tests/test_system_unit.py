@@ -437,6 +437,24 @@ def test_driver_refusals_name_the_field_and_touch_nothing():
     _refused(driver, "set 0 would hold 10 open tiles", driver.gemm, c0, stages, 2)
 
 
+def test_a_driver_call_copies_and_checks_only_the_gpus_it_changes(monkeypatch):
+    """A call on one GPU of a ring copies that GPU's configuration alone and checks it alone;
+    the others are the same objects after it (a paper run's set-up makes thousands of calls
+    on rings of 32 GPUs)."""
+    from sim.system import driver as driver_module
+    driver = Driver(P, NP, 4)
+    before = list(driver._gpu)
+    checked = []
+    validate = driver_module.Driver._validate
+    monkeypatch.setattr(driver_module.Driver, "_validate",
+                        lambda self, gpu, cfg: (checked.append(gpu), validate(self, gpu, cfg)))
+    c2 = driver.malloc("C", 2, 16, 16)
+    assert c2.gpu == 2 and checked == [2]
+    assert [g is b for g, b in zip(driver._gpu, before)] == [True, True, False, True]
+    driver.set_arbitration("MCA")                   # every GPU's policy: every GPU checked
+    assert checked == [2, 0, 1, 2, 3]
+
+
 def test_a_region_past_the_commands_is_refused():
     driver, wl, layout = _fused_driver(4)
     c0, c3 = driver.buffer(0, "C"), driver.buffer(3, "C")

@@ -115,6 +115,7 @@ class _CopyOnRead:
         return len(self._configs)
 
     def __getitem__(self, gpu):
+        gpu = range(len(self._configs))[gpu]        # a list's indices: -1 the last, no further
         if gpu not in self.copies:
             self.copies[gpu] = self._configs[gpu].copy()
         return self.copies[gpu]

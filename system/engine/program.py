@@ -67,7 +67,7 @@ def pack_wg(params, desc: WGDesc):
 @functools.lru_cache(maxsize=None)
 def _wg_packer(params):
     """The WG layout of ``params`` and a :class:`~hw.interfaces.Packer` of its scalar fields,
-    made once per parameter set (a paper run packs some 10,000 descriptors)."""
+    made once per parameter set (a 32-GPU paper run packs thousands of descriptors)."""
     layout = wg_layout(params)
     return layout, Packer(data_fields(layout, "tiles"))
 
