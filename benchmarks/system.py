@@ -37,20 +37,6 @@ AIM_CYCLES_PER_S = 100_000
 GPU_RATE_FLOOR = 0.8
 
 
-def idle_rate_of(plan, cycles):
-    """:func:`sim.system.run.idle_rate` of the very ring ``plan`` (a
-    :class:`sim.system.run.RunPlan`) runs: its memory and engines sized for its workload, as
-    the run's figures must be compared with."""
-    import tempfile
-    from pathlib import Path
-    import sim.system.testbench as tb
-    from sim.harness.runner import run_for_result
-    build_dir = Path(tempfile.mkdtemp(prefix="t3_idle_"))
-    return run_for_result(plan.make, plan.top, tb.__name__, "idle_ring", {"cycles": cycles},
-                          plan.sim, build_dir, cache_key=plan.key, cxx_opt=plan.cxx_opt,
-                          verilator_args=plan.verilator_args)
-
-
 def speed_lines(sim, gpus):
     """The idle, run and build figures of one ring size, all of the ring the default
     workload runs on (its memory rows and engines sized for that workload:
@@ -58,18 +44,18 @@ def speed_lines(sim, gpus):
     import os
     import tempfile
     import time
-    from sim.system.run import run_plan
+    from sim.system.run import idle_rate, memory_rows_for
     from sim.system.workload import workload_spec
     saved = os.environ.get("T3_BUILD_CACHE")
     spec = workload_spec(gpus)
     with tempfile.TemporaryDirectory(prefix="t3_bench_cache_") as cache:
         os.environ["T3_BUILD_CACHE"] = cache     # an empty cache: the build is measured
         try:
-            plan = run_plan(spec, gpus, "t3", sim=sim, check=False)
             start = time.perf_counter()
-            idle_rate_of(plan, cycles=100)
+            idle_rate(gpus, sim=sim, cycles=100, spec=spec)
             build = time.perf_counter() - start
-            idle = idle_rate_of(plan, cycles=100_000 if sim == "verilator" else 10_000)
+            idle = idle_rate(gpus, sim=sim, spec=spec,
+                             cycles=100_000 if sim == "verilator" else 10_000)
             r = run_config(spec, gpus, "t3", sim=sim)
         finally:
             if saved is None:
@@ -79,7 +65,7 @@ def speed_lines(sim, gpus):
     rate = r["cycles_per_s"]
     tag = f"{sim}.{gpus}gpu"
     lines = [f"system.build_s.{tag}: {build:.0f} s (export and build of the {gpus}-GPU ring, "
-             f"{plan.tb['nparams']['nmc']['rows']} HBM rows a bank)",
+             f"{memory_rows_for(gpus, spec)} HBM rows a bank)",
              f"system.idle.{tag}: {idle['cycles_per_s']:.0f} cycles/s (the ring alone: the "
              f"limit)",
              f"system.sim_speed.{tag}: {rate:.0f} cycles/s ({spec.m} x {spec.n} x {spec.k} "

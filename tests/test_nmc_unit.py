@@ -351,7 +351,8 @@ def test_bank_parallel_opens_each_banks_rows_in_the_same_order(t3_options):
     """Each bank's rows open in the order of its commands under either scheduler, so a
     command stream (every address valid) has the same row hits, misses and conflicts; only
     when they happen moves."""
-    commands = [c for c in random_commands(length(120, t3_options), seed=3) if c["addr"] % PARAMS.beat_bytes == 0
+    commands = [c for c in random_commands(length(120, t3_options), seed=3)
+                if c["addr"] % PARAMS.beat_bytes == 0
                 and c["addr"] < NP.capacity_beats * PARAMS.beat_bytes]
     in_order = simulate_nmc(PARAMS, NP, commands)
     parallel = simulate_nmc(PARAMS, BP, commands)

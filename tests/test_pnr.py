@@ -99,15 +99,14 @@ def test_place_and_route_refuses_bad_arguments():
 #: (``docs/fpga.md``: the node 76.9 MHz on seeds 1 and 2, the blocks 83.6-96.3 alone).
 FLOORS = {"mc_arbiter": 75, "tracker": 75, "dma": 75, "nmc": 75, "node": 75}
 
-#: placed and routed in the default run: none (the arbiter alone takes about 90 s of a core in
-#: the suite); every block and the node with --soak, and their figures in ``t3 bench fpga``
-QUICK = ()
 
 
 @pytest.mark.parametrize("block", sorted(FLOORS))
 def test_block_fmax_stays_above_its_floor(block, t3_options):
     from benchmarks.fpga import build
-    if block not in QUICK and not t3_options.soak:
+    # every block and the node with --soak only (the arbiter alone takes about 90 s of a
+    # core in the suite); their figures are t3 bench fpga's
+    if not t3_options.soak:
         # not a missing tool: the run is long; --soak places every block and the node
         pytest.skip(f"{block}: place and route takes minutes (the node about 40); run with "
                     f"--soak")

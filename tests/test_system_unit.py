@@ -1019,3 +1019,20 @@ def test_the_ring_all_reduce_reduces_each_chunk_then_sends_it_round_the_ring(gpu
                                              r"registers"):
             configure_fused(d, wl, allocate(d, wl), "MCA", all_reduce=True)
     assert (most > NP.tracker.regions) == (gpus >= 4)
+
+
+def test_the_idle_rate_of_a_workload_is_its_runs_ring(monkeypatch):
+    """``idle_rate(spec=...)`` idles the ring a ``t3`` run of that workload runs on (at 8
+    GPUs the default workload's ring holds twice the rows of the size's default ring), not
+    the ring size's default: ``t3 bench system`` compares the two rates."""
+    from sim.system import run
+    from sim.system.workload import workload_spec
+    keys = []
+    monkeypatch.setattr(run, "run_for_result",
+                        lambda make, top, *args, cache_key, **kw: keys.append(cache_key))
+    spec = workload_spec(8)
+    run.idle_rate(8, sim="verilator", spec=spec)
+    run.idle_rate(8, sim="verilator")
+    plan = run.run_plan(spec, 8, "t3", sim="verilator", check=False)
+    assert keys == [plan.key, run.ring_build(8, "verilator")[2]]
+    assert keys[0] != keys[1]

@@ -566,17 +566,25 @@ def check_faults(faults, nparams):
             sum(1 << FAULT_KINDS.index(k) for k in set(kinds)))
 
 
-def idle_rate(gpus, *, sim=None, cycles=20_000, build_dir=None, **kwargs):
+def idle_rate(gpus, *, sim=None, cycles=20_000, build_dir=None, spec=None, **kwargs):
     """Simulated cycles per second of the ring alone (engines idle, nothing driven): the
     model's own speed, the limit of any run on it.  Returns the result dict of
-    :func:`sim.system.testbench.idle_ring`."""
+    :func:`sim.system.testbench.idle_ring`.  ``spec``: the ring a ``t3`` run of that
+    workload runs on (:func:`run_plan`: its memory rows and engines sized for it), the one
+    its rate is to be compared with; else :func:`ring_build`'s of ``gpus``."""
     import sim.system.testbench as tb
     sim = sim or default_sim()
-    top, make, key = ring_build(gpus, sim, **kwargs)
+    if spec is not None:
+        plan = run_plan(spec, gpus, "t3", sim=sim, check=False, **kwargs)
+        top, make, key = plan.top, plan.make, plan.key
+        cxx_opt, verilator_args = plan.cxx_opt, plan.verilator_args
+    else:
+        top, make, key = ring_build(gpus, sim, **kwargs)
+        cxx_opt, verilator_args = CXX_OPT, ring_verilator_args(sim, kwargs.get("linklayer"))
     build_dir = Path(build_dir or tempfile.mkdtemp(prefix="t3_idle_"))
     return run_for_result(make, top, tb.__name__, "idle_ring", {"cycles": cycles}, sim,
-                          build_dir, cache_key=key, cxx_opt=CXX_OPT,
-                          verilator_args=ring_verilator_args(sim, kwargs.get("linklayer")))
+                          build_dir, cache_key=key, cxx_opt=cxx_opt,
+                          verilator_args=verilator_args)
 
 
 @dataclasses.dataclass(frozen=True)
