@@ -117,8 +117,20 @@ def _imports(path, package):
     return seen[1]
 
 
+def _statements(body):
+    """Every statement of ``body`` and of the blocks nested in it (functions, classes, ``if``,
+    ``try``, ``with``, loops, ``match``): where an import can stand.  Expressions, nine in ten
+    of a module's nodes, are not visited."""
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        yield node
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            todo.extend(getattr(node, field, ()))
+
+
 def _parse_imports(path, package):
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in _statements(ast.parse(path.read_text(), str(path)).body):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name

@@ -16,9 +16,14 @@ __all__ = ["alu_reference", "same_result", "lane_dtype", "NMCModel"]
 
 
 def lane_dtype(etype):
-    import ml_dtypes
-    return {ElemType.FP16: np.float16, ElemType.BF16: ml_dtypes.bfloat16,
-            ElemType.FP32: np.float32, ElemType.INT32: np.int32}[ElemType(etype)]
+    """numpy's type of a lane of ``etype``.  ml_dtypes is imported for bf16 only: its import
+    registers its casts with numpy one by one, over a second of every process that needs it."""
+    etype = ElemType(etype)
+    if etype == ElemType.BF16:
+        import ml_dtypes
+        return ml_dtypes.bfloat16
+    return {ElemType.FP16: np.float16, ElemType.FP32: np.float32,
+            ElemType.INT32: np.int32}[etype]
 
 
 def alu_reference(params, old, data, mask, op, etype):

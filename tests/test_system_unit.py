@@ -455,6 +455,29 @@ def test_a_driver_call_copies_and_checks_only_the_gpus_it_changes(monkeypatch):
     assert checked == [2, 0, 1, 2, 3]
 
 
+def test_an_fp16_run_imports_ml_dtypes_in_neither_process():
+    """ml_dtypes is for bf16's lanes alone: its import registers its casts with numpy one by
+    one, over a second in the driver's process and again in the simulator's.  A fresh
+    interpreter that imports what a run's two processes import (the driver, the testbench, the
+    blocks' golden models) and makes an fp16 workload has not imported it; bf16's lane type is
+    still ml_dtypes' bfloat16."""
+    import subprocess
+    import sys
+    code = ("import sys, numpy as np\n"
+            "import sim.system.run, sim.system.testbench, dma.model, nmc.model\n"
+            "from hw.interfaces import ElemType\n"
+            "from hw.params import T3Params\n"
+            "from sim.system.workload import GemmSpec, Workload\n"
+            "Workload(GemmSpec(m=32, n=64, k=16), 4, T3Params()).input_beats()\n"
+            "assert nmc.model.lane_dtype(ElemType.FP16) is np.float16\n"
+            "print('ml_dtypes' in sys.modules)\n"
+            "import ml_dtypes\n"
+            "print(nmc.model.lane_dtype(ElemType.BF16) is ml_dtypes.bfloat16)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True"]
+
+
 def test_a_region_past_the_commands_is_refused():
     driver, wl, layout = _fused_driver(4)
     c0, c3 = driver.buffer(0, "C"), driver.buffer(3, "C")

@@ -16,10 +16,12 @@ from nmc.fpadd import BF16, FP16, FP32
 __all__ = ["FORMATS", "operand_pairs", "reference_sum", "is_nan"]
 
 
-def _numpy_types():
-    import ml_dtypes
-    return {FP16: (np.float16, np.uint16), BF16: (ml_dtypes.bfloat16, np.uint16),
-            FP32: (np.float32, np.uint32)}
+def _numpy_types(fmt):
+    """``(float type, raw type)`` of ``fmt``; ml_dtypes (a second's import) for bf16 only."""
+    if fmt == BF16:
+        import ml_dtypes
+        return ml_dtypes.bfloat16, np.uint16
+    return {FP16: (np.float16, np.uint16), FP32: (np.float32, np.uint32)}[fmt]
 
 
 FORMATS = {"fp16": FP16, "bf16": BF16, "fp32": FP32}
@@ -27,7 +29,7 @@ FORMATS = {"fp16": FP16, "bf16": BF16, "fp32": FP32}
 
 def operand_pairs(fmt, n, seed=0):
     """``(a, b)``: ``n`` pairs of raw patterns of ``fmt``, across all classes."""
-    _, ut = _numpy_types()[fmt]
+    _, ut = _numpy_types(fmt)
     rng = np.random.default_rng(seed)
     E, F = fmt.exp_bits, fmt.frac_bits
     exp_max = (1 << E) - 1
@@ -75,7 +77,7 @@ def operand_pairs(fmt, n, seed=0):
 
 def reference_sum(fmt, a, b):
     """Raw patterns of ``a + b`` computed by numpy (``ml_dtypes`` for bf16)."""
-    dt, ut = _numpy_types()[fmt]
+    dt, ut = _numpy_types(fmt)
     with np.errstate(all="ignore"):
         return (a.view(dt) + b.view(dt)).view(ut)
 
