@@ -74,3 +74,23 @@ endmodule
     assert "q[7:0]" not in text                  # a port the wave lacks is not listed
     assert "[treeopen] TOP.\n[treeopen] TOP.top." in text
     assert "[treeopen] top." in save_file(tmp_path / "w.fst", src, "top", {"top.a.clk"})
+
+
+def test_a_build_with_waves_compiles_at_o1_unless_told(monkeypatch, tmp_path):
+    """A run with a wave builds its model's C++ at ``WAVES_CXX_OPT`` (``-O1``: half the build
+    time of ``-O3``, nearly its speed, the trace being half the code); without a wave at
+    ``CXX_OPT``; ``T3_CXX_OPT`` or the caller's ``cxx_opt`` wins either way."""
+    from sim.system import run
+    from sim.system.workload import GemmSpec
+    monkeypatch.delenv("T3_CXX_OPT", raising=False)
+    monkeypatch.setattr(run, "CXX_OPT", run.DEFAULT_CXX_OPT)      # the suite's own is -O1
+    spec, wave = GemmSpec(m=32, k=64), str(tmp_path / "ring.fst")
+
+    def opt(**kw):
+        return run.run_plan(spec, 2, "t3", sim="verilator", check=False, **kw).cxx_opt
+    assert run.WAVES_CXX_OPT == "-O1" and run.DEFAULT_CXX_OPT == "-O3"
+    assert opt(wave=wave) == "-O1" and opt() == "-O3"
+    assert opt(wave=wave, cxx_opt="-O2") == "-O2"
+    monkeypatch.setenv("T3_CXX_OPT", "-O0")
+    monkeypatch.setattr(run, "CXX_OPT", "-O0")
+    assert opt(wave=wave) == "-O0" and opt() == "-O0"

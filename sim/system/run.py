@@ -22,7 +22,7 @@ from sim.system.workload import LINK_BANDWIDTH, LINK_CHARGES_HEADERS, SCALE, Wor
 __all__ = ["system_params", "node_params", "gpu_bits_for", "check_wave", "engine_params_for",
            "paper_memory_rows", "run_config", "check_config", "describe_scale",
            "ring_build", "idle_rate", "run_plan", "RunPlan", "ring_verilator_args",
-           "ENGINE_PARAMS", "CXX_OPT", "DEFAULT_CXX_OPT",
+           "ENGINE_PARAMS", "CXX_OPT", "DEFAULT_CXX_OPT", "WAVES_CXX_OPT",
            "LINK_LATENCY", "FORMATS", "run_formats", "MEMORY_ROWS", "memory_rows_for", "PAPER_MEMORY_ROWS",
            "PAPER_ENGINE", "preset_setup", "PAPER_L2", "PAPER_DMA_BUFFER", "PAPER_DRAM_SCHEDULER",
            "PAPER_L2_BYTES", "L2_HIT_FRACTION",
@@ -60,6 +60,12 @@ DEFAULT_CXX_OPT = "-O3"
 #: The rings' C++ optimisation in this process: ``T3_CXX_OPT`` (one word) overrides
 #: :data:`DEFAULT_CXX_OPT`; the test suite builds at ``-O1`` (``tests/conftest.py``).
 CXX_OPT = os.environ.get("T3_CXX_OPT") or DEFAULT_CXX_OPT
+
+#: A build with waves compiles its per-cycle code at ``-O1`` unless ``T3_CXX_OPT`` or the
+#: caller says otherwise: the trace's code is half of such a model's C++, and the 2-GPU ring
+#: with a wave of one GPU built in 71 s at ``-O1`` against 118 s at ``-O3`` and ran at 9,300
+#: to 9,700 cycles/s against 10,000 (writing the wave is most of the time; ``docs/system.md``).
+WAVES_CXX_OPT = "-O1"
 
 #: HBM rows per bank of a node when none is named (128 KiB), the node ``t3 export`` and
 #: ``t3 synth`` build, and of a ring's nodes up to 8 GPUs: beyond, as many times more as the
@@ -657,7 +663,9 @@ def run_plan(spec, gpus, config, *, sim=None, seed=1, memory_rows=None, latency=
                                 mcq_depth=mcq_depth, geometry=(params, nparams),
                                 charge_headers=charge_headers, faults=bool(fault_ports),
                                 topology=topology)
-    return RunPlan(sim, top, make, key, cxx_opt or CXX_OPT, tb, wave_format,
+    if not cxx_opt:
+        cxx_opt = WAVES_CXX_OPT if wave_format and not os.environ.get("T3_CXX_OPT") else CXX_OPT
+    return RunPlan(sim, top, make, key, cxx_opt, tb, wave_format,
                    ring_verilator_args(sim, nparams.linklayer))
 
 
@@ -674,7 +682,7 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     lines.  ``engines``: the GPU-side engines in the ring's RTL that make the GPUs' traffic
     (``True``: :func:`engine_params_for` the ring, :data:`ENGINE_PARAMS` up to 16 GPUs; or an
     :class:`EngineParams`).  ``cxx_opt``: the Verilator model's C++ optimisation (default
-    :data:`CXX_OPT`).  ``timeline``: sample every GPU's timeline counters every that many
+    :data:`CXX_OPT`; with a ``wave``, :data:`WAVES_CXX_OPT` unless ``T3_CXX_OPT`` is set).  ``timeline``: sample every GPU's timeline counters every that many
     cycles (``result["timeline"]``, :mod:`sim.system.timeline`).  ``mcq_depth``: the memory
     controller queue's entries (default the node's); ``dma_buffer``: the DMA engine's payload
     buffer in beats, the tile reads it keeps in flight (default the node's, 32);
