@@ -14,10 +14,16 @@ from t3.cli import main
 @pytest.mark.cocotb
 @pytest.mark.parametrize("simulator, suffix, root", [("verilator", ".fst", "t3_ring2e"),
                                                      ("icarus", ".fst", "t3_ring2e")])
-def test_a_wave_of_one_gpu_holds_that_gpu_only(tmp_path, capsys, simulator, suffix, root):
+def test_a_wave_of_one_gpu_holds_that_gpu_only(tmp_path, capsys, monkeypatch, simulator, suffix,
+                                              root):
     """A 2-GPU run with ``--wave-scope gpu1``: verified; the wave holds GPU 1's signals (its
     engine's, its node's and the node's blocks') and none of GPU 0's or the links'; the save
-    file opens that wave and names only signals it holds, one group per block."""
+    file opens that wave and names only signals it holds, one group per block.  Verilator's
+    C++ at ``-O0``: the run is 5,400 cycles, and the build of a model with its trace is the
+    suite's longest (this test from an empty cache: 75 s against 88 at ``-O1``)."""
+    from sim.system import run
+    monkeypatch.setattr(run, "CXX_OPT", "-O0")
+    monkeypatch.setenv("T3_CXX_OPT", "-O0")
     wave = tmp_path / f"ring{suffix}"
     assert main(["run", "--sim", simulator, "--gpus", "2", "--m", "32", "--k", "64",
                  "--wave", str(wave), "--wave-scope", "gpu1"]) == 0
