@@ -1,5 +1,9 @@
 """System figures (``t3 bench system`` or ``python -m benchmarks.system``).
 
+Every speed is the best of :data:`REPEATS` runs: on a shared machine another job slows a run
+and nothing speeds one up, so the fastest is the nearest to what the model does alone
+(``timeit``'s reasoning).
+
 - ``system.idle.<sim>.<G>gpu``: simulated cycles per second of the ring alone (engines idle):
   the model's own speed, the limit of any run on it.
 - ``system.sim_speed.<sim>.<G>gpu``: simulated cycles per second of the default workload in
@@ -30,6 +34,9 @@ from sim.system.workload import preset
 DEFAULT_PRESETS = ("Mega-GPT-2-OP-TP8", "Mega-GPT-2-FC-2-TP8")
 
 
+#: Runs of each speed measurement; the fastest is reported.
+REPEATS = 3
+
 #: Simulated cycles per second the 4-GPU default run must reach, and the aim.
 TARGET_CYCLES_PER_S = 50_000
 AIM_CYCLES_PER_S = 100_000
@@ -54,9 +61,11 @@ def speed_lines(sim, gpus):
             start = time.perf_counter()
             idle_rate(gpus, sim=sim, cycles=100, spec=spec)
             build = time.perf_counter() - start
-            idle = idle_rate(gpus, sim=sim, spec=spec,
-                             cycles=100_000 if sim == "verilator" else 10_000)
-            r = run_config(spec, gpus, "t3", sim=sim)
+            idle = max((idle_rate(gpus, sim=sim, spec=spec,
+                                  cycles=100_000 if sim == "verilator" else 10_000)
+                        for _ in range(REPEATS)), key=lambda run: run["cycles_per_s"])
+            r = max((run_config(spec, gpus, "t3", sim=sim) for _ in range(REPEATS)),
+                    key=lambda run: run["cycles_per_s"])
         finally:
             if saved is None:
                 os.environ.pop("T3_BUILD_CACHE", None)
@@ -67,7 +76,7 @@ def speed_lines(sim, gpus):
     lines = [f"system.build_s.{tag}: {build:.0f} s (export and build of the {gpus}-GPU ring, "
              f"{memory_rows_for(gpus, spec)} HBM rows a bank)",
              f"system.idle.{tag}: {idle['cycles_per_s']:.0f} cycles/s (the ring alone: the "
-             f"limit)",
+             f"limit; the best of {REPEATS} runs, as every speed here)",
              f"system.sim_speed.{tag}: {rate:.0f} cycles/s ({spec.m} x {spec.n} x {spec.k} "
              f"{spec.dtype}, t3, {r['simulated_cycles']} cycles, verified {r['verified']}); "
              f"{rate / idle['cycles_per_s']:.2f} of the idle ring",
