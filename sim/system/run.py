@@ -682,7 +682,8 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     lines.  ``engines``: the GPU-side engines in the ring's RTL that make the GPUs' traffic
     (``True``: :func:`engine_params_for` the ring, :data:`ENGINE_PARAMS` up to 16 GPUs; or an
     :class:`EngineParams`).  ``cxx_opt``: the Verilator model's C++ optimisation (default
-    :data:`CXX_OPT`; with a ``wave``, :data:`WAVES_CXX_OPT` unless ``T3_CXX_OPT`` is set).  ``timeline``: sample every GPU's timeline counters every that many
+    :data:`CXX_OPT`; with a ``wave``, :data:`WAVES_CXX_OPT` unless ``T3_CXX_OPT`` is set).
+    ``timeline``: sample every GPU's timeline counters every that many
     cycles (``result["timeline"]``, :mod:`sim.system.timeline`).  ``mcq_depth``: the memory
     controller queue's entries (default the node's); ``dma_buffer``: the DMA engine's payload
     buffer in beats, the tile reads it keeps in flight (default the node's, 32);
