@@ -52,7 +52,7 @@ def _node():
 def _engine():
     from hw.params import T3Params
     from system.engine.config import EngineParams, engine_registers
-    return engine_registers(T3Params(), EngineParams())
+    return engine_registers(T3Params(), EngineParams(streaming=True))   # k_slices too
 
 
 def _link():

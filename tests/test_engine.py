@@ -2,6 +2,8 @@
 golden model: GEMM programs (T3's flags, sequential stores, the isolated RS's free GEMM) and
 step programs (reduce-scatter adds, copies, captures), under backpressure."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -24,8 +26,9 @@ EP = EngineParams(local_beats=256, slots=4, buffer_beats=32, pending=64)
 PROG = 1 << EP.local_bits           # the bulk port's program-memory half
 
 
-def _gemm_case(mode, gpus=2, g=1, free=False, cus=2, p=P):
-    spec = GemmSpec(m=32, n=32 * gpus, k=32, wfs_per_wg=2, cus=cus)
+def _gemm_case(mode, gpus=2, g=1, free=False, cus=2, p=P, k_slice=None, flops=None):
+    spec = GemmSpec(m=32, n=32 * gpus, k=32, wfs_per_wg=2, cus=cus, k_slice=k_slice,
+                    flops_per_cycle=flops)
     wl = Workload(spec, gpus, p)
     _, nparams = system_params()
     layout = allocate(Driver(p, nparams, gpus), wl)
@@ -35,8 +38,8 @@ def _gemm_case(mode, gpus=2, g=1, free=False, cus=2, p=P):
 
 
 def _run_gemm(program, partials, etype, mca=False, ready_p=0.7, seed=1, latency=5, p=P,
-             flush=False, flush_delay=5):
-    dut = CUEngine(p, EP)
+             flush=False, flush_delay=5, ep=EP):
+    dut = CUEngine(p, ep)
     regs = [("mode", dut.regs["mode"].encode(kernel=Kernel.GEMM, etype=etype, mca=int(mca),
                                              flush=int(flush))),
             ("prog_base", 0), ("prog_count", len(program.wgs)), ("partials", 0),
@@ -72,6 +75,82 @@ def test_gemm_requests_match_the_model(mode, free):
     assert all(q["addr"] >= REMOTE_SPACE for q in env.remote)
     assert strobes == {"calib_start": [], "calib_end": [], "drain": [], "l2_flush": [],
                        "l2_flushed": []}
+
+
+STREAMING = dataclasses.replace(EP, streaming=True)
+
+
+def _per_wg(env):
+    got = {}
+    for _, req in env.requests:
+        got.setdefault(req["wg_id"], []).append(req)
+    return got
+
+
+@pytest.mark.parametrize("mode, free", [("t3", False), ("sequential", False), ("t3", True)])
+def test_a_streaming_engine_reads_slice_by_slice_as_the_model(mode, free):
+    """A WG of a streaming engine reads its panels a K slice at a time (4 slices of 3 beats
+    here: 2 of A, 1 of B, each from where the slice before ended), then stores its tiles,
+    request for request as the model, under backpressure."""
+    wl, _, program, partials = _gemm_case(mode, free=free, k_slice=8)
+    assert program.registers["k_slices"] == wl.wg_slices() == 4
+    assert not free or program.registers["read_beats"] == 0
+    etype = ElemType.FP16.value
+    env, stats, _ = _run_gemm(program, partials, etype, ep=STREAMING)
+    want = gemm_requests(P, program, partials, etype)
+    assert _per_wg(env) == want
+    reads = [q for r in want.values() for q in r if q["op"] == 0]
+    assert len(reads) == (0 if free else len(program.wgs) * wl.wg_read_beats())
+    # a WG's A panel is the 4 slices' A beats back to back, its B panel likewise
+    for desc in program.wgs[:2] if not free else ():
+        a = [q["addr"] for q in want[desc.wg_id] if q["op"] == 0][::3]
+        assert a == [program.registers["a_base"] + 32 * (desc.a_off + 2 * j) for j in range(4)]
+    assert stats["status"] == STATUS.encode(done=1)
+
+
+def test_one_slice_streams_as_the_whole_panels():
+    """With ``k_slices`` = 1 the streaming engine issues every request in the cycle the
+    whole-panel engine does (the same program, the same backpressure)."""
+    _, _, program, partials = _gemm_case("t3")
+    etype = ElemType.FP16.value
+    env, _, _ = _run_gemm(program, partials, etype, seed=3)
+    one = dataclasses.replace(program, registers={**program.registers, "k_slices": 1})
+    streaming, _, _ = _run_gemm(one, partials, etype, seed=3, ep=STREAMING)
+    assert streaming.requests == env.requests
+
+
+def test_a_slice_is_read_while_the_one_before_computes():
+    """Two slices staged: slice j + 1's reads go out as slice j's compute starts, so with a
+    compute longer than a slice's round trip a WG takes its slices' compute plus one round
+    trip, and the whole-panel WG (the same reads and compute, K in one slice) each slice's
+    reads and a round trip more.  One CU, no backpressure, a latency of 20 cycles."""
+    latency, etype = 20, ElemType.FP16.value
+    # one CU at 128 flop/cycle: a slice of 2 x 16 x 16 x 4 x 2 flop computes for 32 cycles
+    _, _, program, partials = _gemm_case("sequential", cus=1, k_slice=4, flops=128)
+    reg = program.registers
+    s, r, c = reg["k_slices"], reg["read_beats"], reg["compute_cycles"]
+    assert (s, r, c) == (8, 2, 32) and c > r + latency
+    env, _, _ = _run_gemm(program, partials, etype, ready_p=1.0, latency=latency,
+                          ep=STREAMING)
+    whole = dataclasses.replace(program, registers={
+        **reg, "k_slices": 1, "read_beats": s * r, "a_read": s * reg["a_read"],
+        "compute_cycles": s * c})
+    env1, _, _ = _run_gemm(whole, partials, etype, ready_p=1.0, latency=latency, ep=STREAMING)
+
+    def span(env, wg_id):
+        cycles = [(cycle, q["op"]) for cycle, q in env.requests if q["wg_id"] == wg_id]
+        return cycles[0][0], next(cycle for cycle, op in cycles if op != 0)
+
+    for desc in program.wgs:
+        first, store = span(env, desc.wg_id)
+        first1, store1 = span(env1, desc.wg_id)
+        # the first slice's round trip, then every slice's compute, each ready in time
+        trip = r + latency
+        assert s * c + trip <= store - first <= s * c + trip + 4 * s, desc.wg_id
+        # the whole panel: all its reads, their round trip, all the compute
+        assert s * c + s * r + latency <= store1 - first1 <= s * c + s * r + latency + 4
+    assert sorted(q["addr"] for _, q in env.requests) == \
+        sorted(q["addr"] for _, q in env1.requests)
 
 
 def test_descriptors_of_two_beats_on_a_128_bit_engine():
@@ -243,15 +322,17 @@ def test_an_engine_without_formats_builds_no_alu():
 # --- the exported Verilog under cocotb ------------------------------------------------------------
 
 @pytest.mark.cocotb
-@pytest.mark.parametrize("program", ["gemm", "steps"])
+@pytest.mark.parametrize("program", ["gemm", "streaming", "steps"])
 def test_engine_cocotb_matches_the_model(program, sim, tmp_path):
-    """The same comparisons on the exported Verilog (Verilator and Icarus)."""
+    """The same comparisons on the exported Verilog (Verilator and Icarus); ``streaming``: a
+    streaming engine's WGs in K slices."""
     from sim.harness.runner import run_for_result
     import sim.blocks.engine.cocotb_tests as tb
     etype = ElemType.FP16.value
     mode = MODE
-    if program == "gemm":
-        _, _, prog, partials = _gemm_case("t3")
+    ep = STREAMING if program == "streaming" else EP
+    if program != "steps":
+        _, _, prog, partials = _gemm_case("t3", k_slice=8 if program == "streaming" else None)
         registers = [("mode", mode.encode(kernel=Kernel.GEMM, etype=etype)), ("prog_base", 0),
                      ("prog_count", len(prog.wgs)), ("partials", 0), *prog.registers.items()]
         load = [(PROG + i, pack_wg(P, d)) for i, d in enumerate(prog.wgs)]
@@ -267,14 +348,14 @@ def test_engine_cocotb_matches_the_model(program, sim, tmp_path):
                      ("prog_count", len(steps)), ("remote_space", REMOTE_SPACE)]
         load = [(PROG + i, pack_step(P, s)) for i, s in enumerate(steps)]
         read_back = list(range(16, 24))
-    config = {"params": P.to_dict(), "eparams": EP.to_dict(), "registers": registers,
+    config = {"params": P.to_dict(), "eparams": ep.to_dict(), "registers": registers,
               "load": load, "read_back": read_back,
               "env": {"memory": list(memory.items()), "remote_space": REMOTE_SPACE,
                       "ready_p": 0.7, "seed": 2}}
-    result = run_for_result(CUEngine(P, EP), "t3_engine", tb.__name__, "run_program", config,
+    result = run_for_result(CUEngine(P, ep), "t3_engine", tb.__name__, "run_program", config,
                             sim, tmp_path)
     got = [req for _, req in result["requests"]]
-    if program == "gemm":
+    if program != "steps":
         want = gemm_requests(P, prog, partials, etype)
         per_wg = {}
         for req in got:

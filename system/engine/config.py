@@ -15,6 +15,15 @@ GEMM (``mode.kernel = GEMM``)
     partial output was loaded with the layout of ``C`` (column-major, beat ``o`` of ``C`` at
     local beat ``partials + o``).  One :func:`wg_layout` descriptor per WG.
 
+    With ``EngineParams.streaming`` a WG streams its panels in ``k_slices`` slices of ``K``, as
+    a tiled library GEMM stages a slice of its inputs while it computes on the one before
+    (two slices of staging: a double-buffered main loop).  Slice ``j`` reads ``read_beats``
+    beats: ``a_read`` of ``A`` from ``a_off + j * a_read``, then the rest of ``B`` from
+    ``b_off + j * (read_beats - a_read)``; it computes for ``compute_cycles`` once its reads
+    are answered and slice ``j - 1``'s compute has ended; slice ``j + 1``'s reads are queued
+    as slice ``j``'s compute starts.  The stores follow the last slice's compute.
+    ``k_slices`` = 1 is the whole-panel WG above.
+
 Steps (``mode.kernel = STEPS``)
     A sequence of :func:`step_layout` descriptors, each a vector operation over ``n`` beats:
     wait until ``wait_arrivals`` communication writes have arrived since the start and every
@@ -73,17 +82,24 @@ class EngineParams:
     pending : int
         Requests awaiting their response at most (the node answers every local request in
         order), 4 to 1024; the engine waits when it is full.
+    streaming : bool
+        GEMM WGs stream their panels in K slices (the ``k_slices`` register, see the module
+        documentation); off: the engine has no ``k_slices`` register and a WG reads its whole
+        panels before it computes.
     """
     local_beats: int = 2048
     slots: int = 8
     buffer_beats: int = 512
     pending: int = 256
+    streaming: bool = False
 
     def __post_init__(self):
         check_int("local_beats", self.local_beats, 16, 65536)
         check_int("slots", self.slots, 1, 16)
         check_int("buffer_beats", self.buffer_beats, 4, 4096)
         check_int("pending", self.pending, 4, 1024)
+        if not isinstance(self.streaming, bool):
+            raise ValueError(f"streaming must be True or False, not {self.streaming!r}")
 
     @property
     def local_bits(self):
@@ -203,4 +219,6 @@ def engine_registers(params: T3Params, eparams: EngineParams):
         Reg("stores", 32, "ro", "STOREs and UPDATEs issued"),
         Reg("responses", 32, "ro", "responses taken"),
         Reg("arrivals", 32, "ro", "communication writes completed since the start"),
-    ])
+    ] + ([Reg("k_slices", 16, "rw", "GEMM, an engine built streaming only: K slices a WG "
+                                   "streams its panels in (0 acts as 1); `read_beats`, "
+                                   "`a_read` and `compute_cycles` are a slice's", reset=1)] if eparams.streaming else []))

@@ -24,20 +24,25 @@ def _request(**fields):
 
 def gemm_requests(params, program: GemmProgram, partials, etype):
     """``{wg_id: [request, ...]}``: each WG's reads (``a_read`` beats of its ``A`` panel from
-    ``a_off``, then the rest of its ``B`` panel from ``b_off``) and then its stores (every beat
-    of every tile, column by column; data = ``partials[offset]``, the partial output's
-    beats)."""
+    ``a_off``, then the rest of its ``B`` panel from ``b_off``; with a ``k_slices`` register,
+    those of each slice ``j`` in turn, from ``a_off + j * a_read`` and ``b_off + j *
+    (read_beats - a_read)``) and then its stores (every beat of every tile, column by column;
+    data = ``partials[offset]``, the partial output's beats)."""
     reg = program.registers
     beat_bytes = params.beat_bytes
     full = (1 << beat_bytes) - 1
+    slices = max(1, reg.get("k_slices", 1))
+    b_read = reg["read_beats"] - reg["a_read"]
     out = {}
     for desc in program.wgs:
         reqs = []
-        for k in range(reg["read_beats"]):
-            addr = reg["a_base"] + (desc.a_off + k) * beat_bytes if k < reg["a_read"] else \
-                reg["b_base"] + (desc.b_off + k - reg["a_read"]) * beat_bytes
-            reqs.append(_request(addr=addr, op=Op.READ.value, mask=full, wg_id=desc.wg_id,
-                                 etype=etype))
+        for j in range(slices):
+            for k in range(reg["read_beats"]):
+                addr = reg["a_base"] + (desc.a_off + j * reg["a_read"] + k) * beat_bytes \
+                    if k < reg["a_read"] else \
+                    reg["b_base"] + (desc.b_off + j * b_read + k - reg["a_read"]) * beat_bytes
+                reqs.append(_request(addr=addr, op=Op.READ.value, mask=full,
+                                     wg_id=desc.wg_id, etype=etype))
         op = Op.UPDATE if desc.update else Op.STORE
         for wf, start in enumerate(desc.tiles):
             for col in range(reg["tile_cols"]):

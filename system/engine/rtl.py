@@ -2,6 +2,8 @@
 traffic on a node's ``compute`` port, from a program in local memory, with no software per
 cycle.  The kernels and the program formats are described in :mod:`system.engine.config`."""
 
+from types import SimpleNamespace
+
 from amaranth import Array, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
@@ -296,7 +298,15 @@ class CUEngine(wiring.Component):
                 (took & (head.kind.matches(_GEMM_READ, _GEMM_STORE)) & (head.slot == s)) |
                 (taken & out_ack & (out_pend.slot == s))))
 
-        for s in range(S):
+        if ep.streaming:
+            streams = self._streaming_slots(m, r=r, st=st, s_cnt=s_cnt, s_timer=s_timer,
+                                            s_push=s_push, s_desc=s_desc, ack=ack, fin=fin,
+                                            start=start, launch=launch, free=free,
+                                            fetching=fetching, fetch_slot=fetch_slot,
+                                            p_rd=p_rd, n_stores=n_stores, run=run,
+                                            order=order, any_push=any_push,
+                                            push_slot=push_slot)
+        for s in range(S if not ep.streaming else 0):
             with m.If(start):
                 m.d.sync += [st[s].eq(_FREE), s_push[s].eq(0)]
             with m.Elif(launch & (free == s)):
@@ -361,12 +371,14 @@ class CUEngine(wiring.Component):
         with m.If(is_gemm & burst_on):
             m.d.comb += [nxt_valid.eq(1), nxt.wg_id.eq(desc.wg_id), nxt_pend.slot.eq(b_slot)]
             with m.If(~b_store):
-                # the WG's A panel, then its B panel
+                # the WG's A panel, then its B panel (streaming: this slice's of them)
                 in_a = b_read < r["a_read"]
+                a_from, b_from = (streams.b_aoff, streams.b_boff) if ep.streaming else \
+                    (desc.a_off, desc.b_off)
                 m.d.comb += [
                     nxt.op.eq(Op.READ),
-                    nxt.addr.eq(Mux(in_a, r["a_base"] + ((desc.a_off + b_read) << boff),
-                                    r["b_base"] + ((desc.b_off + b_read - r["a_read"])
+                    nxt.addr.eq(Mux(in_a, r["a_base"] + ((a_from + b_read) << boff),
+                                    r["b_base"] + ((b_from + b_read - r["a_read"])
                                                    << boff))),
                     nxt_pend.kind.eq(_GEMM_READ), nxt_awaits.eq(1),
                 ]
@@ -403,6 +415,9 @@ class CUEngine(wiring.Component):
                          b_read.eq(0),
                          b_seg.eq(head_desc.tiles[0]),
                          b_left.eq(Mux(head_order.store, n_stores, r["read_beats"]))]
+            if ep.streaming:
+                m.d.sync += [streams.b_aoff.eq(Array(streams.aoff)[head_order.slot]),
+                             streams.b_boff.eq(Array(streams.boff)[head_order.slot])]
         with m.If(start):
             m.d.sync += burst_on.eq(0)
 
@@ -535,3 +550,95 @@ class CUEngine(wiring.Component):
             m.d.sync += cap.eq(cap + 1)
         m.d.comb += [stq.w_data.eq(result), stq.w_en.eq(result_valid & ~capture)]
         return m
+
+    def _streaming_slots(self, m, *, r, st, s_cnt, s_timer, s_push, s_desc, ack, fin, start,
+                         launch, free, fetching, fetch_slot, p_rd, n_stores, run, order,
+                         any_push, push_slot):
+        """The GEMM slots of a streaming engine (``EngineParams.streaming``): a WG's ``k_slices``
+        slices, each read (``read_beats``), then computed (``compute_cycles``) once it is
+        answered and the slice before it is computed; slice ``j + 1``'s reads queued as slice
+        ``j``'s compute starts (two slices staged); the stores after the last slice.  Returns
+        each slot's offsets of its latest queued slice (``aoff``, ``boff``) and the burst's
+        (``b_aoff``, ``b_boff``), which the burst issuer loads at a burst's start."""
+        ep = self.eparams
+        S = ep.slots
+        wgl = wg_layout(self.params)
+        k_slices = self.regfile.rw("k_slices")
+        out = SimpleNamespace(
+            aoff=[Signal(32, name=f"slot{s}_aoff") for s in range(S)],
+            boff=[Signal(32, name=f"slot{s}_boff") for s in range(S)],
+            b_aoff=Signal(32, name="burst_aoff"), b_boff=Signal(32, name="burst_boff"))
+        b_per_slice = Signal(16)
+        m.d.comb += b_per_slice.eq(r["read_beats"] - r["a_read"])
+        for s in range(S):
+            slice_no = Signal(16, name=f"slot{s}_slice")      # the slice computed or awaited
+            ready = Signal(name=f"slot{s}_next_ready")        # the next slice is answered
+            fetched = data.View(wgl, p_rd.data[:wgl.size])
+            last_ack = ack[s] & (s_cnt[s] == 1)
+
+            def queue_next():
+                # queue the reads of the slice after the one starting now, if there is one
+                nxt_slice = slice_no + 1 + 1
+                with m.If((nxt_slice < k_slices) & (r["read_beats"] != 0)):
+                    m.d.sync += [s_cnt[s].eq(r["read_beats"]), s_push[s].eq(1), ready.eq(0),
+                                 out.aoff[s].eq(out.aoff[s] + r["a_read"]),
+                                 out.boff[s].eq(out.boff[s] + b_per_slice)]
+                with m.Else():
+                    m.d.sync += ready.eq(1)
+
+            with m.If(start):
+                m.d.sync += [st[s].eq(_FREE), s_push[s].eq(0)]
+            with m.Elif(launch & (free == s)):
+                m.d.sync += st[s].eq(_READING)
+            with m.Elif(fetching & (fetch_slot == s)):
+                m.d.sync += [s_desc[s].eq(p_rd.data), s_cnt[s].eq(r["read_beats"]),
+                             slice_no.eq(0), out.aoff[s].eq(fetched.a_off),
+                             out.boff[s].eq(fetched.b_off)]
+                with m.If(r["read_beats"] == 0):
+                    # nothing to read: every slice computes back to back
+                    m.d.sync += [st[s].eq(_COMPUTING), s_timer[s].eq(r["compute_cycles"]),
+                                 ready.eq(1)]
+                with m.Else():
+                    m.d.sync += s_push[s].eq(1)
+            with m.Elif(st[s] == _READING):
+                # waiting for slice ``slice_no``'s reads; no compute runs
+                with m.If(last_ack):
+                    m.d.sync += [st[s].eq(_COMPUTING), s_timer[s].eq(r["compute_cycles"]),
+                                 s_cnt[s].eq(0)]
+                    # slice_no + 1 is queued: (slice_no + 1) + 1 compares against k_slices
+                    with m.If((slice_no + 1 < k_slices) & (r["read_beats"] != 0)):
+                        m.d.sync += [s_cnt[s].eq(r["read_beats"]), s_push[s].eq(1),
+                                     ready.eq(0),
+                                     out.aoff[s].eq(out.aoff[s] + r["a_read"]),
+                                     out.boff[s].eq(out.boff[s] + b_per_slice)]
+                    with m.Else():
+                        m.d.sync += ready.eq(1)
+                with m.Elif(ack[s]):
+                    m.d.sync += s_cnt[s].eq(s_cnt[s] - 1)
+            with m.Elif(st[s] == _COMPUTING):
+                # computing slice ``slice_no``; the next slice's reads may be answered meanwhile
+                with m.If(ack[s]):
+                    m.d.sync += s_cnt[s].eq(s_cnt[s] - 1)
+                    with m.If(last_ack):
+                        m.d.sync += ready.eq(1)
+                with m.If(run & (s_timer[s] > 1)):
+                    m.d.sync += s_timer[s].eq(s_timer[s] - 1)
+                with m.Elif(run):
+                    with m.If(slice_no + 1 >= k_slices):
+                        m.d.sync += [st[s].eq(_STORING), s_cnt[s].eq(n_stores),
+                                     s_push[s].eq(1)]
+                    with m.Elif(ready | last_ack):
+                        m.d.sync += [slice_no.eq(slice_no + 1),
+                                     s_timer[s].eq(r["compute_cycles"])]
+                        queue_next()
+                    with m.Else():
+                        m.d.sync += [slice_no.eq(slice_no + 1), st[s].eq(_READING)]
+            with m.Elif(ack[s]):                                    # storing
+                with m.If(s_cnt[s] > 1):
+                    m.d.sync += s_cnt[s].eq(s_cnt[s] - 1)
+                with m.Else():
+                    m.d.sync += st[s].eq(_FREE)
+                    m.d.comb += fin[s].eq(1)
+            with m.If(run & any_push & order.w_rdy & (push_slot == s)):
+                m.d.sync += s_push[s].eq(0)
+        return out
