@@ -1230,7 +1230,8 @@ def build_parser():
     sweep.add_argument("--vary", action="append", metavar="NAME=V1,V2,...",
                        help="a parameter and its values (repeat for a grid): m, n, k, cus, "
                             "wfs_per_wg, dtype, flops_per_cycle (the scaled GPU's flop "
-                            "rate), link_bw (NUM/DEN), link_latency, "
+                            "rate), k_slice (elements of K a WG streams at a time; 0: whole "
+                            "panels), link_bw (NUM/DEN), link_latency, "
                             "link_headers (charged or free), mcq_depth, memory_rows, l2_ways "
                             "(0: no L2), l2_mshrs, l2_depth, dma_buffer (beats), "
                             "dram_scheduler (in-order or bank-parallel)")

@@ -44,10 +44,13 @@ def test_presets_keep_the_papers_ratios(name):
     assert wgs_per_step == max(1, round(paper_waves * spec.cus))
     assert abs(wgs_per_step / spec.cus - paper_waves) <= max(0.5 / spec.cus,
                                                              1 / spec.cus - paper_waves)
-    # DRAM bytes per flop of the 256 x 128 macro tile: (256 + 128) x 2 / (2 x 256 x 128)
-    wl_bytes = Workload(spec, tp, P).wg_read_beats() * 32
+    # DRAM bytes per flop of the 256 x 128 macro tile: (256 + 128) x 2 / (2 x 256 x 128), to
+    # a beat, and streamed in the library's K slices to half a beat a slice more
+    wl = Workload(spec, tp, P)
     flops = 2 * spec.tile_rows * spec.tile_cols * spec.wfs_per_wg * spec.k
-    assert wl_bytes == pytest.approx(flops * 384 * 2 / (2 * 256 * 128), abs=32)
+    assert wl.panel_beats() * 32 == pytest.approx(flops * 384 * 2 / (2 * 256 * 128), abs=32)
+    assert abs(wl.wg_read_beats() - wl.panel_beats()) <= wl.wg_slices() / 2
+    assert spec.k_slice == 32 and abs(spec.k / wl.wg_slices() - 32) < 32 / wl.wg_slices()
 
 
 @pytest.mark.parametrize("scale", [1.0, 0.5, 0.25])
@@ -91,7 +94,8 @@ def test_the_machine_table_states_the_models_values():
     from nmc.config import HBMTiming, NMCParams
     from sim.system.run import (L2_HIT_LATENCY, PAPER_DMA_BUFFER, PAPER_DRAM_SCHEDULER,
                                 PAPER_L2, preset_setup)
-    from sim.system.workload import LINK_BANDWIDTH, MODEL_HBM_BYTES_PER_CYCLE, SCALED_CUS
+    from sim.system.workload import (LIBRARY_K_SLICE, LINK_BANDWIDTH, MODEL_HBM_BYTES_PER_CYCLE,
+                                     SCALED_CUS)
     rows = _machine_rows()
     assert PAPER_DRAM_SCHEDULER == "bank-parallel"
     assert preset_setup(preset(FIGURE16_CASES[0]))["dram_scheduler"] == PAPER_DRAM_SCHEDULER
@@ -121,6 +125,7 @@ def test_the_machine_table_states_the_models_values():
         "L2 misses in flight": (f"{PAPER_L2.mshrs} MSHRs a GPU",
                                 f"{PAPER_L2.depth} requests in flight"),
         "L2 hit latency": (f"({L2_HIT_LATENCY + 1} of {miss} cycles)",),
+        "GEMM main loop": (f"{LIBRARY_K_SLICE}-element K slices, two staged",),
         "RS reads": (f"keeps up to {PAPER_DMA_BUFFER} beats of reads in flight",
                      f"chunk is {max_chunk} beats at most"),
     }
@@ -166,9 +171,11 @@ def test_a_small_token_step_keeps_the_papers_ratios(tokens):
         assert spec.tokens == tokens and spec.k == k
         rows = min(256, -(-tokens // 16) * 16)
         assert spec.macro_tile() == (rows, 128)
-        wl_bytes = Workload(spec, tp, P).wg_read_beats() * 32
+        wl = Workload(spec, tp, P)
         flops = 2 * spec.tile_rows * spec.tile_cols * spec.wfs_per_wg * spec.k
-        assert wl_bytes == pytest.approx(flops * (rows + 128) * 2 / (2 * rows * 128), abs=32)
+        assert wl.panel_beats() * 32 == pytest.approx(
+            flops * (rows + 128) * 2 / (2 * rows * 128), abs=32)
+        assert abs(wl.wg_read_beats() - wl.panel_beats()) <= wl.wg_slices() / 2
         wgs = spec.n // tp // spec.tile_cols * (spec.m // spec.tile_rows) // spec.wfs_per_wg
         waves = math.ceil(tokens / rows) * math.ceil(hidden / 128) / tp / 80
         assert wgs == max(1, round(waves * spec.cus))

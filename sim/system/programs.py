@@ -61,16 +61,20 @@ def gemm_program(wl, g, layout, mode, remote_space, free=False, steps=None):
         wgs.append(WGDesc(wg.wg_id, tiles, remote, update, tracked, a_off, b_off))
     a, b = layout["A"], layout["B"]
     registers = {
-        "cus": s.cus, "read_beats": 0 if free else wl.wg_read_beats(),
-        "a_read": wl.wg_read_split()[0],
+        "cus": s.cus, "read_beats": 0 if free else wl.slice_read_beats(),
+        "a_read": wl.slice_read_split()[0],
         "stage_wgs": sum(1 for wg in wl.schedule[g] if wg.step == 1 and
                          (steps is None or 1 in steps)),
-        "compute_cycles": 0 if free else wl.wg_compute_cycles(),
+        "compute_cycles": 0 if free else wl.slice_compute_cycles(),
         "a_base": a.base, "b_base": b.base,
         "c_base": layout["C"].base, "remote_space": remote_space, "wfs": s.wfs_per_wg,
         "seg_beats": s.tile_rows * e // beat, "tile_cols": s.tile_cols,
         "col_beats": s.m * e // beat,
     }
+    if s.k_slice is not None:
+        # a streaming engine's (EngineParams.streaming): the registers above are a slice's;
+        # a free GEMM has nothing to stream (one slice: no cycle a slice)
+        registers["k_slices"] = 1 if free else wl.wg_slices()
     return GemmProgram(wgs, registers)
 
 

@@ -2,6 +2,7 @@
 commands, ``t3 bench system`` and the system tests use this)."""
 
 import dataclasses
+import math
 import os
 import tempfile
 import threading
@@ -81,8 +82,10 @@ MEMORY_ROWS = 8
 PAPER_MEMORY_ROWS = 64
 
 #: The GPU-side engines of those rings: the engine's memory holds the GPU's partial output
-#: and its read-back (2 x 5,120 beats for Mega-GPT-2 at TP 16).
-PAPER_ENGINE = dataclasses.replace(ENGINE_PARAMS, local_beats=16384)
+#: and its read-back (2 x 5,120 beats for Mega-GPT-2 at TP 16); their WGs stream their panels
+#: in K slices, as the paper's GPU's library GEMMs
+#: (:data:`sim.system.workload.LIBRARY_K_SLICE`).
+PAPER_ENGINE = dataclasses.replace(ENGINE_PARAMS, local_beats=16384, streaming=True)
 
 
 #: The L2 of the paper rings' nodes: 128 sets of 16 ways (64 KiB), of which each case uses
@@ -137,13 +140,14 @@ SYSTEM_L2_CONFIG = L2Config(hit_latency=L2_HIT_LATENCY, bank_cycles=L2_BANK_CYCL
 
 
 def paper_l2_config(spec, gpus, params=None):
-    """The :class:`l2.config.L2Config` of a Table 2 preset's run (``spec.name``): the ways of
-    :data:`PAPER_L2` that keep the paper's ratio of the GEMM's working set in one ring step
-    (all of ``A``, and ``B``'s columns of one chunk: ``M K + K H / TP`` elements of Table 2)
-    to its 16 MB L2, the same working set of the scaled workload (``A``'s and a chunk's
-    ``B`` panels, :meth:`sim.system.workload.Workload.input_beats`) being what the scaled
-    L2 holds in that ratio; rounded to whole ways of all 128 sets (1 to 16).  A workload
-    that is not a preset gets every way."""
+    """The :class:`l2.config.L2Config` of a Table 2 preset's run (``spec.name``): the sets and
+    ways of :data:`PAPER_L2` that keep the paper's ratio of a ring step's working set to its
+    16 MB L2.  The working set is what a ring step touches: all of ``A``, ``B``'s columns of
+    one chunk and the chunk's output, ``M K + K H / TP + M H / TP`` elements of Table 2; the
+    scaled one is ``A``'s and a chunk's ``B`` panels
+    (:meth:`sim.system.workload.Workload.input_beats`) and a chunk of the scaled output.  Of
+    128, 64 or 32 sets of 1 to 16 ways, the capacity nearest that ratio's (by their ratio;
+    more sets on a tie).  A workload that is not a preset gets every set and way."""
     from sim.system.workload import PRESETS, Workload
     if spec.name not in PRESETS:
         return SYSTEM_L2_CONFIG
@@ -151,12 +155,15 @@ def paper_l2_config(spec, gpus, params=None):
     case = PRESETS[spec.name]
     tokens, hidden, k = case["paper_mnk"]
     e = spec.elem_bytes
-    paper_set = (tokens * k + k * hidden / case["tp"]) * e
+    tp = case["tp"]
+    paper_set = (tokens * k + k * hidden / tp + tokens * hidden / tp) * e
     a, b = Workload(spec, gpus, params).input_beats()
-    model_set = (a + b / gpus) * params.beat_bytes
+    model_set = (a + b / gpus) * params.beat_bytes + spec.m * spec.n / gpus * e
     beats = PAPER_L2_BYTES * model_set / paper_set / params.beat_bytes
-    ways = min(PAPER_L2.ways, max(1, round(beats / PAPER_L2.sets)))
-    return dataclasses.replace(SYSTEM_L2_CONFIG, sets_used=PAPER_L2.sets, ways_used=ways)
+    sets, ways = min(((PAPER_L2.sets >> i, w) for i in range(3)
+                      for w in range(1, PAPER_L2.ways + 1)),
+                     key=lambda sw: (abs(math.log(sw[0] * sw[1] / beats)), -sw[0]))
+    return dataclasses.replace(SYSTEM_L2_CONFIG, sets_used=sets, ways_used=ways)
 
 
 def preset_setup(spec, gpus=None):
@@ -216,6 +223,15 @@ def engine_params_for(gpus):
     read-back, which grow with the default workload's N)."""
     return dataclasses.replace(ENGINE_PARAMS,
                                local_beats=ENGINE_PARAMS.local_beats * _times_pow2(gpus, 16))
+
+
+def engines_for(eparams, spec):
+    """``eparams``, streaming (:attr:`system.engine.config.EngineParams.streaming`) when the
+    workload ``spec`` streams its WGs' panels in K slices (:attr:`sim.system.workload.GemmSpec.
+    k_slice`): the ``k_slices`` register exists only in an engine built for it."""
+    if spec.k_slice is not None and not eparams.streaming:
+        return dataclasses.replace(eparams, streaming=True)
+    return eparams
 
 
 def gpu_bits_for(gpus):
@@ -350,6 +366,9 @@ def check_config(spec, gpus, config, params, nparams, eparams=None, l2_config=No
                 raise ValueError(f"GPU {g}'s engine: {len(program.wgs)} WG descriptors of "
                                  f"{desc_beats(params)} beats exceed its program memory of "
                                  f"local_beats {eparams.local_beats}")
+            if "k_slices" in program.registers and not eparams.streaming:
+                raise ValueError(f"k_slice {spec.k_slice}: the engines do not stream their "
+                                 f"WGs' panels (EngineParams.streaming is False)")
             try:
                 for name, value in program.registers.items():
                     regs.word_writes(name, value)   # refuses a value its register cannot hold
@@ -640,6 +659,7 @@ def run_plan(spec, gpus, config, *, sim=None, seed=1, memory_rows=None, latency=
     eparams = engine_params_for(gpus) if engines is True else engines
     if not isinstance(eparams, EngineParams):
         raise ValueError(f"engines must be True or an EngineParams, not {engines!r}")
+    eparams = engines_for(eparams, spec)
     check_topology(topology, nparams.linklayer is not None, collective, spec)
     nparams = for_collective(nparams, gpus, collective, topology)
     if reset_gpu is not None:

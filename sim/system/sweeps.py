@@ -3,7 +3,9 @@ and configuration an independent job on Dask (:mod:`sim.sweep`), every run verif
 
 Parameters (:data:`PARAMETERS`): the workload's ``m``, ``n``, ``k``, ``cus``, ``wfs_per_wg``,
 ``dtype``, ``flops_per_cycle`` (the scaled GPU's flop rate, all its CUs together; default the
-paper's GPU's, :attr:`sim.system.workload.GemmSpec.flops`); the ring's ``link_bw`` (``NUM/DEN``
+paper's GPU's, :attr:`sim.system.workload.GemmSpec.flops`), ``k_slice`` (elements of ``K`` a WG
+streams at a time, :attr:`sim.system.workload.GemmSpec.k_slice`, its engines built streaming;
+0: whole panels); the ring's ``link_bw`` (``NUM/DEN``
 beats per cycle), ``link_latency`` (cycles), ``link_headers`` (``charged``: a packet's header beat costs link bandwidth; ``free``: only
 the payload does, the paper's link model and the default), ``mcq_depth`` (the memory
 controller queue's entries), ``memory_rows``, ``l2_ways`` (the ways of every node's L2 in
@@ -69,6 +71,11 @@ def _headers(text):
     return text
 
 
+def _k_slice(text):
+    value = _int("k_slice", 0)(text)
+    return value or None            # 0: whole panels
+
+
 def _scheduler(text):
     from nmc.config import SCHEDULERS
     if text not in SCHEDULERS:
@@ -82,6 +89,7 @@ PARAMETERS = {"m": (_int("m", 1), "workload"), "n": (_int("n", 1), "workload"),
               "wfs_per_wg": (_int("wfs_per_wg", 1, 8), "workload"),
               "dtype": (_dtype, "workload"),
               "flops_per_cycle": (_rate("flops_per_cycle"), "workload"),
+              "k_slice": (_k_slice, "workload"),
               "link_bw": (_bw, "ring"),
               "link_latency": (_int("link_latency", 2, 100_000), "ring"),
               "mcq_depth": (_int("mcq_depth", 2, 1024), "ring"),
@@ -165,8 +173,8 @@ def _ring_kwargs(ring, base_ring):
 
 def check_points(points, gpus, configs, base_ring):
     """Refuse a point the ring cannot run, naming it, before any job."""
-    from sim.system.run import (check_config, engine_params_for, memory_rows_for, run_formats,
-                                system_params)
+    from sim.system.run import (check_config, engine_params_for, engines_for, memory_rows_for,
+                                run_formats, system_params)
     from sim.system.workload import GemmSpec
     for label, fields, ring in points:
         try:
@@ -177,9 +185,10 @@ def check_points(points, gpus, configs, base_ring):
                                             kw.get("mcq_depth"), kw.get("l2"), gpus,
                                             run_formats(spec), kw.get("dma_buffer"),
                                             kw.get("dram_scheduler"))
+            eparams = engines_for(kw.get("engines", engine_params_for(gpus)), spec)
             for config in configs:
-                check_config(spec, gpus, config, params, nparams,
-                             kw.get("engines", engine_params_for(gpus)), kw.get("l2_config"))
+                check_config(spec, gpus, config, params, nparams, eparams,
+                             kw.get("l2_config"))
         except ValueError as error:
             raise ValueError(f"sweep point {label}: {error}") from None
 

@@ -48,7 +48,7 @@ from sim.system.driver import ETYPES
 
 __all__ = ["GemmSpec", "WorkGroup", "Workload", "PRESETS", "preset", "PAPER", "SCALE",
            "ring_reference", "balanced_k", "workload_spec", "DEFAULT_M", "DEFAULT_N_PER_GPU",
-           "scaled_cus", "link_latency_for", "SCALED_CUS"]
+           "scaled_cus", "link_latency_for", "SCALED_CUS", "LIBRARY_K_SLICE"]
 
 
 #: The paper's system (Table 1), per 1 GHz memory cycle.
@@ -73,6 +73,14 @@ LINK_BANDWIDTH = (3, 80)
 #: for the same payload, which tilts the comparison towards T3 (``docs/paper.md``).
 LINK_CHARGES_HEADERS = False
 
+
+#: Elements of ``K`` a WG of the paper's GPU's library GEMMs stages at a time: CUTLASS's
+#: Volta tensor-core GEMM (``DefaultGemmConfiguration<OpClassTensorOp, Sm70>``) tiles a
+#: threadblock's output 128 x 256 and its main loop stages 32-element slices of ``K`` in
+#: shared memory, two stages (``kStages = 2``): one slice is loaded while the one before is
+#: computed on.  The presets' :attr:`GemmSpec.k_slice` (``docs/paper.md``, the machine's
+#: table).
+LIBRARY_K_SLICE = 32
 
 #: The most elements a GPU's two operands (A and B) may have together.
 MAX_OPERAND_ELEMS = 1 << 26
@@ -106,6 +114,10 @@ class GemmSpec:
     #: step's data are small next to the link's latency (:func:`link_latency_for`); ``None``:
     #: the paper's tokens
     tokens: int = None
+    #: elements of ``K`` a WG streams at a time (:meth:`Workload.wg_slices`), as a tiled
+    #: library GEMM's main loop stages a slice of its inputs while it computes on the one
+    #: before; ``None``: a WG reads its whole panels, then computes
+    k_slice: int = None
 
     def __post_init__(self):
         for field in ("m", "n", "k", "tile_rows", "tile_cols", "wfs_per_wg", "cus"):
@@ -114,6 +126,8 @@ class GemmSpec:
             check_int("grid_cols", self.grid_cols, 1)
         if self.tokens is not None:
             check_int("tokens", self.tokens, 1)
+        if self.k_slice is not None:
+            check_int("k_slice", self.k_slice, 1, self.k)
         # each GPU's A (m x k) and B (k x n) are made in numpy: keep them to 2**26 elements
         check_int("k", self.k, 1, MAX_OPERAND_ELEMS // (self.m + self.n),
                   note="a GPU's A and B, (m + n) x k elements, at most 2**26")
@@ -230,7 +244,9 @@ def preset(name, gpus=None, scale=1.0, dtype="fp16", tokens=None):
     * the input bytes per flop of the 256 x 128 macro tile (:meth:`Workload.wg_read_beats`);
     * the columns of macro tiles in a ring step's chunk, ``H / TP / 128`` rounded
       (``grid_cols``): which WGs share an ``A`` panel and which a ``B`` panel
-      (:meth:`Workload.grid`), and so what an L2 can reuse.
+      (:meth:`Workload.grid`), and so what an L2 can reuse;
+    * the library GEMM's main loop: a WG streams its panels in slices of
+      :data:`LIBRARY_K_SLICE` elements of ``K`` (``k_slice``), two staged.
 
     ``gpus`` defaults to the sub-layer's TP degree.  On another ring, ``K`` is multiplied by
     ``(TP/(TP-1)) / (G/(G-1))`` (rounded to 16) to keep the ratio, and the WGs per step stay
@@ -262,7 +278,7 @@ def preset(name, gpus=None, scale=1.0, dtype="fp16", tokens=None):
     return GemmSpec(m=tile * SCALED_WFS_PER_WG, n=tile * wgs_per_step * gpus, k=k,
                     dtype=dtype, tile_rows=tile, tile_cols=tile,
                     wfs_per_wg=SCALED_WFS_PER_WG, cus=cus, name=name, grid_cols=grid_cols,
-                    tokens=tokens)
+                    tokens=tokens, k_slice=min(LIBRARY_K_SLICE, k))
 
 
 def _wgs_per_step(case, cus, tokens=None):
@@ -412,20 +428,50 @@ class Workload:
         s = self.spec
         return 2 * s.tile_rows * s.tile_cols * s.k * s.wfs_per_wg
 
-    def wg_read_beats(self):
+    def panel_beats(self):
+        """A WG's input: its flops times the macro tile's input bytes per flop, in whole
+        beats (at least 1)."""
         s = self.spec
         tm, tn = s.macro_tile()
         bytes_per_flop = (tm + tn) * s.elem_bytes / (2 * tm * tn)
         return max(1, math.ceil(self.wg_flops() * bytes_per_flop / self.params.beat_bytes))
 
-    def wg_read_split(self):
-        """``(a, b)``: of a WG's :meth:`wg_read_beats`, the beats of its ``A`` panel and of
-        its ``B`` panel, in the macro tile's proportion ``256 : 128`` (a WG reads its output
-        rows of ``A`` and its output columns of ``B``, each over all of ``K``)."""
-        total = self.wg_read_beats()            # at least 1
+    def wg_slices(self):
+        """The slices of ``K`` a WG streams its panels in: 1 (its whole panels at once)
+        without :attr:`GemmSpec.k_slice`, else ``k / k_slice`` rounded down or up, whichever
+        shares :meth:`panel_beats` out in equal whole beats nearer to them (up on a tie; the
+        engine's slices are all alike, so with ``k`` not a multiple of ``k_slice`` a WG reads
+        a few beats more or less than its panels: at most half a beat a slice)."""
+        s = self.spec
+        if s.k_slice is None:
+            return 1
+        panels = self.panel_beats()
+        fewer, more = max(1, s.k // s.k_slice), -(-s.k // s.k_slice)
+        return min((more, fewer), key=lambda n: abs(n * _shared(panels, n) - panels))
+
+    def wg_read_beats(self):
+        """A WG's input reads, all its slices' (:meth:`slice_read_beats`)."""
+        return self.wg_slices() * self.slice_read_beats()
+
+    def slice_read_beats(self):
+        """The input reads of one of a WG's :meth:`wg_slices`: its share of
+        :meth:`panel_beats`, rounded to whole beats (half up; at least 1)."""
+        return _shared(self.panel_beats(), self.wg_slices())
+
+    def slice_read_split(self):
+        """``(a, b)``: of one slice's :meth:`slice_read_beats`, the beats of ``A`` and of ``B``,
+        in the macro tile's proportion ``256 : 128`` (a WG reads its output rows of ``A`` and
+        its output columns of ``B``)."""
+        total = self.slice_read_beats()         # at least 1
         tm, tn = self.spec.macro_tile()
         a = round(total * tm / (tm + tn)) if total > 1 else total
         return a, total - a
+
+    def wg_read_split(self):
+        """``(a, b)``: of a WG's :meth:`wg_read_beats`, the beats of its ``A`` panel and of
+        its ``B`` panel, each over all of ``K`` (every slice's :meth:`slice_read_split`)."""
+        a, b = self.slice_read_split()
+        return self.wg_slices() * a, self.wg_slices() * b
 
     def grid(self):
         """``(rows, cols)`` of each chunk's grid of WGs: the chunk's WGs in dispatch order
@@ -457,8 +503,14 @@ class Workload:
         return (k % rows) * a, (wg.chunk * cols + k // rows) * b
 
     def wg_compute_cycles(self):
+        """Cycles a WG computes, all its slices' (:meth:`slice_compute_cycles`)."""
+        return self.wg_slices() * self.slice_compute_cycles()
+
+    def slice_compute_cycles(self):
+        """Cycles one of a WG's :meth:`wg_slices` computes: its share of the WG's flops at a
+        CU's share of the GPU's rate, rounded up (at least 1)."""
         s = self.spec
-        return max(1, math.ceil(self.wg_flops() / (s.flops / s.cus)))
+        return max(1, math.ceil(self.wg_flops() / self.wg_slices() / (s.flops / s.cus)))
 
     def tile_beats(self, g, row0, col0):
         """``[(byte offset in C, beat value)]`` of GPU ``g``'s partial tile at ``(row0,
@@ -487,6 +539,11 @@ class Workload:
         rs = (gpus - 1) / gpus * spec.m * spec.n * spec.elem_bytes / \
             (LINK_BANDWIDTH[0] / LINK_BANDWIDTH[1] * params.beat_bytes)
         return {"gemm_cycles_estimate": gemm, "rs_cycles_estimate": rs, "ratio": gemm / rs}
+
+
+def _shared(total, n):
+    """``total`` shared out ``n`` ways, rounded half up to a whole number (at least 1)."""
+    return max(1, math.floor(total / n + 0.5))
 
 
 def balanced_k(gpus, dtype="fp16", params=None):
