@@ -139,9 +139,10 @@ def check_l2(r, config):
                          _soak_unless(lambda c: c[0] == "verilator" or len(SIMS) == 1,
                                       L2_CASES))
 def test_end_to_end_bit_exact_with_an_l2(simulator, config, tmp_path, t3_options):
-    """The paper rings' node: an L2 between the CUs and the memory controller, and NMC units
-    that schedule row commands bank-parallel (``docs/nmc.md``), every request announced by
-    the arbiter's tap.  The same bit-exact result and DRAM writes by category as without an
+    """The paper rings' node and engines: an L2 between the CUs and the memory controller, NMC
+    units that schedule row commands bank-parallel (``docs/nmc.md``), every request announced
+    by the arbiter's tap, and WGs that stream their panels in K slices (four here, two staged:
+    ``docs/engine.md``).  The same bit-exact result and DRAM writes by category as without an
     L2 (the L2 writes every cached output beat back once), and the L2's counters agree with
     the DRAM's; no status bit latched (an unannounced command would latch one), and every
     DRAM access of the timed phases a row hit, miss or conflict.  The timeline samples the
@@ -150,11 +151,12 @@ def test_end_to_end_bit_exact_with_an_l2(simulator, config, tmp_path, t3_options
     from sim.system.timeline import series
     from sim.system.trace import events
     gpus = 2
-    spec = GemmSpec(n=16 * gpus, **SMALL)
+    spec = GemmSpec(n=16 * gpus, k_slice=16, **SMALL)
     r = run_config(spec, gpus, config, sim=simulator, build_dir=tmp_path,
                    seed=t3_options.seed, l2=TEST_L2, timeline=50,
                    dram_scheduler="bank-parallel")
     assert r["verified"] is True
+    assert Workload(spec, gpus, T3Params()).wg_slices() == 4
     check_traffic(r, spec, gpus, config)
     check_l2(r, config)
     check_bank_parallel(r)
