@@ -33,6 +33,8 @@ class CycleInputs:
     calib_start: bool = False
     calib_end: bool = False
     threshold_write: int = None     # the host writes ``threshold`` in this cycle
+    retired: bool = False           # ``retire``: the DRAM scheduler took a request out
+    retired_comm: bool = False      # ... of the communication stream
 
 
 class ArbiterModel:
@@ -44,13 +46,16 @@ class ArbiterModel:
     """
 
     def __init__(self, aparams: ArbiterParams, policy=Policy.MCA, threshold=None,
-                 starve_limit=64, calibration=None, auto_threshold=False):
+                 starve_limit=64, calibration=None, auto_threshold=False, retire=False):
         self.aparams = aparams
         self.policy = int(policy)
         self.threshold = aparams.no_limit if threshold is None else threshold
         self.starve_limit = starve_limit
         self.calibration = calibration or DEFAULT_CALIBRATION(aparams)
         self.auto_threshold = auto_threshold
+        self.retire = retire
+        # with ``retire``: requests dequeued and not yet retired, per stream
+        self.held = collections.Counter()
         self.queue = collections.deque()       # (stream, item)
         self.leaves_from = collections.deque()  # the first cycle each entry can be on ``o``
         self.cycle = 0
@@ -72,11 +77,11 @@ class ArbiterModel:
 
     @property
     def occupancy(self):
-        return len(self.queue)
+        return len(self.queue) + sum(self.held.values())
 
     @property
     def compute_occupancy(self):
-        return sum(1 for s, _ in self.queue if s == "compute")
+        return sum(1 for s, _ in self.queue if s == "compute") + self.held["compute"]
 
     def decide(self, x: CycleInputs):
         """(pick, forced): the stream the policy picks this cycle, before the room check."""
@@ -148,6 +153,14 @@ class ArbiterModel:
         if self.queue and self.leaves_from[0] <= self.cycle and x.o_ready:
             self.dequeued.append(self.queue.popleft())
             self.leaves_from.popleft()
+            if self.retire:
+                self.held[self.dequeued[-1][0]] += 1
+        if self.retire and x.retired:
+            stream = "comm" if x.retired_comm else "compute"
+            if self.held[stream] == 0:
+                raise ValueError(f"cycle {self.cycle}: a {stream} request retired that the "
+                                 f"MCQ did not hand out")
+            self.held[stream] -= 1
         if issued is not None:
             self.queue.append((issued, compute_item if issued == "compute" else comm_item))
             self.leaves_from.append(self.cycle + MCQ_LATENCY)

@@ -172,6 +172,13 @@ class MCArbiter(wiring.Component):
         output register that a request written into an empty queue goes to directly
         (:class:`hw.pipeline.BypassFIFO`), for a deep MCQ or an FPGA without LUT RAM (an
         iCE40).  None (the default): ``"lut"`` up to 64 entries, else ``"block"``.
+    retire : bool
+        The MCQ's requests are held by the DRAM's scheduler after they leave ``o`` (an FR-FCFS
+        unit, :class:`nmc.frfcfs.FRFCFSUnit`, queues them and serves them out of order): with
+        ``retire``, a request counts in ``occupancy`` (and the compute stream's) from its
+        enqueue until the scheduler reports its column command on ``retired`` /
+        ``retired_comm``, rather than until it leaves ``o``; the MCQ is the requests on their
+        way to that queue.
 
     Ports
     -----
@@ -191,9 +198,11 @@ class MCArbiter(wiring.Component):
         ``o.payload`` is the LUT RAM as it stands at the read pointer (``mcq_ram="lut"``), or
         the block RAM's output or the bypass register, selected by a register (``"block"``).
     occupancy : Out(range(depth + 1))
-        MCQ entries: the requests enqueued and not yet dequeued, the one on its way into the
-        RAM and the output register's included (registered: the count at the start of the
-        cycle).
+        MCQ entries: the requests enqueued and not yet dequeued (with ``retire``: not yet
+        retired), the one on its way into the RAM and the output register's included
+        (registered: the count at the start of the cycle).
+    retired, retired_comm : In(1), with ``retire`` only
+        A request left the DRAM scheduler's queue in this cycle, and it was communication's.
     drain : In(1)
         Producer-kernel boundary: from this cycle, communication is issued first and regardless
         of the threshold, until the communication input is empty (``comm.valid`` low with
@@ -233,7 +242,7 @@ class MCArbiter(wiring.Component):
     LUT_MCQ_DEPTH = 64
 
     def __init__(self, params: T3Params, aparams: ArbiterParams = ArbiterParams(),
-                 mcq_ram=None):
+                 mcq_ram=None, retire=False):
         if not isinstance(params, T3Params):
             raise TypeError(f"params must be a T3Params, not {params!r}")
         if not isinstance(aparams, ArbiterParams):
@@ -243,6 +252,7 @@ class MCArbiter(wiring.Component):
         if mcq_ram is None:
             mcq_ram = "lut" if aparams.depth <= self.LUT_MCQ_DEPTH else "block"
         self.mcq_ram = mcq_ram
+        self.retire = bool(retire)
         self.params = params
         self.aparams = aparams
         self.regs = arbiter_registers(aparams)
@@ -267,7 +277,9 @@ class MCArbiter(wiring.Component):
         #: ``occupancy == depth``, a register (for proofs)
         self.mcq_full = Signal(name="mcq_full")
         req = stream.Signature(mem_request_layout(params))
+        extra = {"retired": In(1), "retired_comm": In(1)} if self.retire else {}
         super().__init__({
+            **extra,
             "compute": In(req),
             "comm": In(req),
             "tap": Out(req),
@@ -322,6 +334,8 @@ class MCArbiter(wiring.Component):
 
         # --- Policy --------------------------------------------------------------------------
         dequeue = self.o.valid & self.o.ready
+        # what leaves the count: a dequeue, or with ``retire`` the scheduler's column command
+        leave = self.retired if self.retire else dequeue
         c_valid, m_valid = self.compute.valid, self.comm.valid
         # The decision's request is written into the MCQ a cycle later, from registers
         # (``enq_r``, ``entry_r``): the decision reaches a few flip-flops and the payload's
@@ -349,7 +363,7 @@ class MCArbiter(wiring.Component):
             core.starve_limit.eq(starve_limit), core.c_valid.eq(c_valid),
             core.m_valid.eq(m_valid), core.room.eq(room), core.level.eq(level),
             core.drain.eq(self.drain),
-            core.dequeue.eq(dequeue),
+            core.dequeue.eq(leave),
             core.starve_limit_next.eq(regs.rw_next(m, "starve_limit")),
         ]
         issue_compute, issue_comm = core.issue_compute, core.issue_comm
@@ -366,7 +380,7 @@ class MCArbiter(wiring.Component):
             self.comm.ready.eq(issue_comm),
             self.tap.valid.eq(enqueue),
             self.tap.payload.eq(entry),
-            level_next.eq(level + enqueue - dequeue),
+            level_next.eq(level + enqueue - leave),
             mcq.w_en.eq(enq_r),
             mcq.w_data.eq(entry_r),
             self.o.valid.eq(mcq.r_rdy),
@@ -383,8 +397,8 @@ class MCArbiter(wiring.Component):
         m.d.sync += [enq_r.eq(enqueue), compute_r.eq(self.compute.payload),
                      comm_r.eq(self.comm.payload), from_comm_r.eq(issue_comm),
                      level.eq(level_next),
-                     full.eq(Mux(enqueue, Mux(dequeue, full, level == ap.depth - 1),
-                                 Mux(dequeue, 0, full)))]
+                     full.eq(Mux(enqueue, Mux(leave, full, level == ap.depth - 1),
+                                 Mux(leave, 0, full)))]
 
         # --- Status: a bad policy (sticky), calibrating and draining (live) --------------------
         calib_lost = Signal()
@@ -396,8 +410,11 @@ class MCArbiter(wiring.Component):
         # --- Occupancy of the compute stream, calibration ----------------------------------------
         m.d.comb += [streams.w_en.eq(mcq.w_en), streams.w_data.eq(entry_r.stream),
                      streams.r_en.eq(mcq.r_en)]
-        m.d.sync += compute_occ.eq(compute_occ + issue_compute -
-                                   (dequeue & (streams.r_data == Stream.COMPUTE)))
+        if self.retire:
+            leave_compute = self.retired & ~self.retired_comm
+        else:
+            leave_compute = dequeue & (streams.r_data == Stream.COMPUTE)
+        m.d.sync += compute_occ.eq(compute_occ + issue_compute - leave_compute)
         # The mean is compared with each row's bound without a divider or a multiplier: row i
         # keeps sum(compute_occ - bound_i) over the window, negative iff mean < bound_i.
         rows = ap.calib_rows

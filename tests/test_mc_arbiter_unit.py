@@ -24,7 +24,8 @@ def check_arbiter(aparams, settings, n=300, c_gap=0.3, m_gap=0.3, tap_stall=0.1,
                            seed=seed, tap_stall=tap_stall, o_rate=o_rate, **run_args)
     model = ArbiterModel(aparams, **{k: v for k, v in settings.items()
                                      if k != "auto_threshold"},
-                         auto_threshold=settings.get("auto_threshold", False))
+                         auto_threshold=settings.get("auto_threshold", False),
+                         retire=run_args.get("retire") is not None)
     check_arbiter_run(model, run.cycles, run.dequeued, run.regs, compute_items, comm_items)
     assert len(run.dequeued) == 2 * n            # everything came out
     return run
@@ -49,6 +50,21 @@ def test_the_mcq_in_lut_ram_or_block_ram_times_the_same(depth):
             for kind in ("lut", "block")]
     assert runs[0].dequeued == runs[1].dequeued and runs[0].cycles == runs[1].cycles
     assert runs[0].regs["peak_occupancy"] == depth
+
+
+@pytest.mark.parametrize("policy", [Policy.MCA, Policy.ROUND_ROBIN])
+def test_with_retire_the_level_counts_until_the_scheduler_takes_a_request_out(policy):
+    """An arbiter whose requests an FR-FCFS unit holds past ``o`` (``retire``): each counts in
+    the occupancy, the compute stream's and the threshold's compare until it retires, in
+    any order; ``o`` still hands them out in order.  The model agrees cycle for cycle, and
+    the requests held past ``o`` keep the occupancy above what the MCQ alone holds."""
+    aparams = ArbiterParams(depth=8)
+    run = check_arbiter(aparams, dict(policy=policy, threshold=4, starve_limit=6), seed=9,
+                        o_rate=0.9, retire=0.3)
+    assert run.regs["peak_occupancy"] == 8
+    plain = check_arbiter(aparams, dict(policy=policy, threshold=4, starve_limit=6), seed=9,
+                          o_rate=0.9)
+    assert run.regs["occupancy_sum"] > plain.regs["occupancy_sum"]
 
 
 def test_mca_starvation_limit_forces_issues_and_bounds_the_wait():

@@ -30,7 +30,7 @@ class ArbiterRun:
 
 def simulate_arbiter(params, aparams, compute_src, comm_src, *, config=None, seed=0,
                      tap_stall=0.0, o_rate=1.0, drain_at=(), calib=None, max_cycles=100_000,
-                     vcd=None, threshold_writes=None, mcq_ram=None):
+                     vcd=None, threshold_writes=None, mcq_ram=None, retire=None):
     """Run the two sources to completion (or ``max_cycles``).
 
     ``config`` is a dict of :func:`mc_arbiter.config.register_values` arguments; ``o_rate`` the
@@ -38,10 +38,14 @@ def simulate_arbiter(params, aparams, compute_src, comm_src, *, config=None, see
     cycles with ``drain`` high; ``calib`` a ``(start, end)`` pair of cycles, or a list of
     them (windows one after another);
     ``threshold_writes`` ``{cycle: value}`` host writes of ``threshold`` during the run;
-    ``mcq_ram`` the arbiter's (:class:`mc_arbiter.rtl.MCArbiter`).
+    ``mcq_ram`` the arbiter's (:class:`mc_arbiter.rtl.MCArbiter`); ``retire``: an arbiter
+    with the ``retire`` port, and the probability that a request handed out on ``o`` and not
+    yet retired (of either stream, at random) retires in a cycle, as an FR-FCFS scheduler
+    would report it.
     """
     threshold_writes = threshold_writes or {}
-    dut = MCArbiter(params, aparams, mcq_ram)
+    dut = MCArbiter(params, aparams, mcq_ram, retire=retire is not None)
+    held = []                   # retire: streams handed out on ``o`` and not yet retired
     packer = Packer(mem_request_layout(params))
     rng = random.Random(seed)
     record, dequeued, regs, state = [], [], {}, {}
@@ -66,6 +70,12 @@ def simulate_arbiter(params, aparams, compute_src, comm_src, *, config=None, see
                 calib_start=cycle in calib_starts,
                 calib_end=cycle in calib_ends,
                 threshold_write=threshold_writes.get(cycle))
+            if retire is not None and held and rng.random() < retire:
+                gone = held.pop(rng.randrange(len(held)))
+                inputs = dataclasses.replace(inputs, retired=True, retired_comm=gone == "comm")
+            if retire is not None:
+                ctx.set(dut.retired, inputs.retired)
+                ctx.set(dut.retired_comm, inputs.retired_comm)
             write = inputs.threshold_write is not None
             ctx.set(dut.csr.w_stb, write)
             if write:
@@ -96,12 +106,16 @@ def simulate_arbiter(params, aparams, compute_src, comm_src, *, config=None, see
                 name = "comm" if item["stream"] == Stream.COMM.value else "compute"
                 item["stream"] = (Stream.COMPUTE if name == "compute" else Stream.COMM).value
                 dequeued.append((name, item))
-            busy = not (compute_src.finished and comm_src.finished) or o_valid
+                if retire is not None:
+                    held.append(name)
+            busy = not (compute_src.finished and comm_src.finished) or o_valid or held
             idle = 0 if busy else idle + 1
             cycle += 1
         for port in (dut.compute, dut.comm):
             ctx.set(port.valid, 0)
         ctx.set(dut.csr.w_stb, 0)
+        if retire is not None:
+            ctx.set(dut.retired, 0)
         state["wall"] = time.perf_counter() - start
         for name in STAT_REGISTERS:
             regs[name] = await reg_read(ctx, dut.csr, dut.regs, name)
