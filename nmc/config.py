@@ -10,7 +10,7 @@ from .alu import LATENCY as _ALU_LATENCY
 
 
 __all__ = ["WRITE_DELAY", "HBMTiming", "NMCParams", "decode", "beat_index", "nmc_registers",
-           "COUNTERS", "STATUS", "STATUS_AHEAD", "CMD", "Status", "SCHEDULERS"]
+           "COUNTERS", "STATUS", "STATUS_AHEAD", "CMD", "Status", "SCHEDULERS", "BYPASS_CAP"]
 
 
 #: Cycles from a column command to its write landing in the storage (and its response entering
@@ -67,8 +67,15 @@ class HBMTiming:
         return dataclasses.asdict(self)
 
 
-#: The row-command schedulers (``NMCParams.scheduler``).
-SCHEDULERS = ("in-order", "bank-parallel")
+#: The schedulers (``NMCParams.scheduler``): ``in-order`` and ``bank-parallel`` execute the
+#: commands in order (:class:`nmc.rtl.NMCUnit`), ``fr-fcfs`` takes them into a queue and
+#: serves each bank's row hits first (:class:`nmc.frfcfs.FRFCFSUnit`).
+SCHEDULERS = ("in-order", "bank-parallel", "fr-fcfs")
+
+#: An FR-FCFS unit's bound on how many column commands may pass its oldest waiting command;
+#: then it serves that command alone (Accel-Sim's FR-FCFS has no bound: it keeps serving an open
+#: row while requests to it wait).  One queue's depth (:class:`system.node.NodeParams`'s MCQ).
+BYPASS_CAP = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,11 +90,16 @@ class NMCParams:
     banks: int = param(4, "banks per group", 1, 4096, pow2=True)
     columns: int = param(32, "beats per row", 1, 4096, pow2=True)
     rows: int = param(8, "rows per bank", 1, 4096, pow2=True)
-    resp_depth: int = param(16, "read response queue entries", 4, 256)
+    #: in order: responses outstanding; FR-FCFS: commands held from their arrival to their
+    #: response (waiting, then in flight)
+    resp_depth: int = param(16, "response queue entries", 4, 256)
     timing: HBMTiming = HBMTiming()
-    #: how row commands are chosen (:class:`nmc.rtl.NMCUnit`): ``"in-order"``, only for the
-    #: head command; ``"bank-parallel"``, for the oldest command waiting on every bank, known
+    #: how commands are scheduled: ``"in-order"``, row commands only for the head command;
+    #: ``"bank-parallel"``, row commands for the oldest command waiting on every bank, known
     #: from the ``ahead`` port, on a row-command bus of its own beside the column commands
+    #: (both :class:`nmc.rtl.NMCUnit`); ``"fr-fcfs"``, a queue of ``resp_depth`` commands
+    #: whose row hits go first, oldest first, and the oldest waiting command's bank's row
+    #: command beside them (:class:`nmc.frfcfs.FRFCFSUnit`)
     scheduler: str = "in-order"
     ahead_depth: int = param(128, "commands announced and not yet executed (bank-parallel)",
                              2, 4096, pow2=True)
@@ -178,6 +190,9 @@ def nmc_registers(params: T3Params, nparams: NMCParams):
         Reg("errors", 32, "ro", "commands refused"),
         Reg("busy", 32, "ro", "cycles with a command waiting at the head"),
     ]
+    if nparams.scheduler == "fr-fcfs":
+        regs.append(Reg("capped", 32, "ro", "times the oldest waiting command was passed by "
+                                            "the bypass cap's column commands"))
     for name in COUNTERS:
         for stream in ("compute", "comm"):
             regs.append(Reg(f"{name}_{stream}", 32, "ro", f"{name.replace('_', ' ')} of the "

@@ -12,7 +12,7 @@ from hw.interfaces import ELEM_BYTES, ElemType, Op
 from .config import WRITE_DELAY
 
 
-__all__ = ["alu_reference", "same_result", "lane_dtype", "NMCModel"]
+__all__ = ["alu_reference", "same_result", "lane_dtype", "NMCModel", "FRFCFSModel"]
 
 
 def lane_dtype(etype):
@@ -252,36 +252,180 @@ class NMCModel:
         return action
 
     def _execute(self, cmd, beat, g):
-        p, t, now = self.params, self.t, self.now
-        op = Op(cmd["op"])
-        stream = "comm" if cmd["stream"] else "compute"
+        k = self._bank_row(cmd["addr"])[0]
         if self.bank_parallel:
-            k = self._bank_row(cmd["addr"])[0]
             conflict, miss = self.bank_conflict[k], self.bank_miss[k]
             self.bank_conflict[k] = self.bank_miss[k] = False
-            if op != Op.READ:
-                self.wtp[k] = now + t.WTP
         else:
             conflict, miss = self.head_conflict, self.head_miss
             self.head_conflict = self.head_miss = False
-        kind = "row_conflicts" if conflict else "row_misses" if miss else "row_hits"
-        self.counters[f"{kind}_{stream}"] += 1
-        self.bg_free[g] = now + (t.CCDWL if op == Op.UPDATE else t.CCD_L)
-        self.any_free = now + t.CCD_S
-        old = self.memory.get(beat, 0)
-        if op == Op.READ:
-            self.counters[f"reads_{stream}"] += 1
-            self._last_response = {"data": old, "error": 0}
-            return
-        self.counters[f"{'updates' if op == Op.UPDATE else 'stores'}_{stream}"] += 1
-        self.wtr_l[g], self.wtr_s = now + t.WTR_L, now + t.WTR_S
-        self.writes = [(c, b) for c, b in self.writes if now - c < WRITE_DELAY - 1] + \
-            [(now, beat)]
-        result, error = alu_reference(p, old, cmd["data"], cmd["mask"], cmd["op"], cmd["etype"])
-        if op == Op.UPDATE and ElemType(cmd["etype"]) not in self.n.elem_types:
-            result, error = old, 1          # no adder of that type was built
-        self.memory[beat] = result
-        if error:
-            self.counters["errors"] += 1
-            self.status |= 1
-        self._last_response = {"data": 0, "error": error}
+        self._last_response = _column(self, cmd, beat, g, k, conflict, miss)
+
+
+def _column(model, cmd, beat, g, k, conflict, miss):
+    """A column command's effects on ``model`` (either model): its counters (a conflict or a
+    miss by the row commands taken for it, else a hit), its bank group's, bank's and the
+    channel's timers, the storage; returns its response's ``data`` and ``error``."""
+    p, t, now = model.params, model.t, model.now
+    op = Op(cmd["op"])
+    stream = "comm" if cmd["stream"] else "compute"
+    kind = "row_conflicts" if conflict else "row_misses" if miss else "row_hits"
+    model.counters[f"{kind}_{stream}"] += 1
+    model.bg_free[g] = now + (t.CCDWL if op == Op.UPDATE else t.CCD_L)
+    model.any_free = now + t.CCD_S
+    old = model.memory.get(beat, 0)
+    if op == Op.READ:
+        model.counters[f"reads_{stream}"] += 1
+        return {"data": old, "error": 0}
+    model.counters[f"{'updates' if op == Op.UPDATE else 'stores'}_{stream}"] += 1
+    model.wtr_l[g], model.wtr_s, model.wtp[k] = now + t.WTR_L, now + t.WTR_S, now + t.WTP
+    model.writes = [(c, b) for c, b in model.writes if now - c < WRITE_DELAY - 1] + \
+        [(now, beat)]
+    result, error = alu_reference(p, old, cmd["data"], cmd["mask"], cmd["op"], cmd["etype"])
+    if op == Op.UPDATE and ElemType(cmd["etype"]) not in model.n.elem_types:
+        result, error = old, 1          # no adder of that type was built
+    model.memory[beat] = result
+    if error:
+        model.counters["errors"] += 1
+        model.status |= 1
+    return {"data": 0, "error": error}
+
+
+class FRFCFSModel:
+    """Cycle-level model of :class:`nmc.frfcfs.FRFCFSUnit` (values and timing).
+
+    ``step(cmd)`` advances one cycle with ``cmd`` (a request dict, or ``None``) offered on
+    ``cmd`` and returns whether the unit took it.  ``responses`` holds ``(cycle valid on resp,
+    response dict)`` in the order taken, assuming ``resp`` is always ready; ``issued`` the
+    cycle of each command's column command (or refusal), in the order taken.  The rules are
+    the RTL's, listed in its docstring; every decision of a cycle is made from the state at
+    its start.
+    """
+
+    def __init__(self, params, nparams, bypass_cap=None):
+        from .config import BYPASS_CAP, COUNTERS
+        self.params, self.n, self.t = params, nparams, nparams.timing
+        self.cap = BYPASS_CAP if bypass_cap is None else bypass_cap
+        nb = nparams.bank_groups * nparams.banks
+        self.open = [False] * nb
+        self.row = [0] * nb
+        self.col_ok, self.ras_ok, self.act_ok, self.wtp = ([0] * nb for _ in range(4))
+        self.bg_free = [0] * nparams.bank_groups
+        self.wtr_l = [0] * nparams.bank_groups
+        self.any_free = self.wtr_s = self.rrd = 0
+        self.writes = []                        # (cycle, beat) of write column commands
+        self.queue = []                         # the waiting commands, oldest first
+        self.taken = 0
+        self.passed = 0
+        self.now = 0
+        self.memory = {}
+        self.results = {}                       # arrival index -> response dict
+        self.issued = {}                        # arrival index -> cycle of its column command
+        self.responses = []
+        self.counters = {"errors": 0, "busy": 0, "capped": 0}
+        for name in COUNTERS:
+            for stream in ("compute", "comm"):
+                self.counters[f"{name}_{stream}"] = 0
+        self.status = 0
+
+    def _held(self):
+        """Commands taken and not yet answered at the start of this cycle."""
+        self._flush()
+        return self.taken - sum(1 for c, _ in self.responses if c < self.now)
+
+    def _flush(self):
+        """Append the responses whose cycle is now known (every earlier one issued)."""
+        while len(self.responses) in self.issued:
+            k = len(self.responses)
+            previous = self.responses[-1][0] if self.responses else -1
+            self.responses.append((max(self.issued[k] + self.t.CL, previous + 1),
+                                   self.results.pop(k)))
+
+    def _hit(self, e):
+        return self.open[e["bank"]] and self.row[e["bank"]] == e["row"]
+
+    def _column_ready(self, e, now):
+        if e["bad"]:
+            return True
+        if not self._hit(e):
+            return False
+        if any(o["beat"] == e["beat"] and not o["bad"] for o in self.queue
+               if o["index"] < e["index"]):
+            return False
+        if any(now - c < WRITE_DELAY and b == e["beat"] for c, b in self.writes):
+            return False
+        g, k = e["group"], e["bank"]
+        return (now >= self.col_ok[k] and now >= self.bg_free[g] and now >= self.any_free and
+                (e["op"] != Op.READ or (now >= self.wtr_l[g] and now >= self.wtr_s)))
+
+    def step(self, cmd):
+        from .config import decode
+        p, n, t, now = self.params, self.n, self.t, self.now
+        if self.queue:
+            self.counters["busy"] += 1
+        capped = self.passed == self.cap
+        oldest = self.queue[0] if self.queue else None
+        candidates = [oldest] if capped and oldest else self.queue
+        col = next((e for e in candidates if self._column_ready(e, now)), None)
+        queued_hit = {e["bank"] for e in self.queue if not e["bad"] and self._hit(e)}
+        row_cmd = None
+        for e in candidates:
+            if e["bad"] or self._hit(e):
+                continue
+            k = e["bank"]
+            if self.open[k]:
+                if now >= self.ras_ok[k] and now >= self.wtp[k] and \
+                        (capped or k not in queued_hit):
+                    row_cmd = (e, "pre")
+                    break
+            elif now >= self.act_ok[k] and now >= self.rrd:
+                row_cmd = (e, "act")
+                break
+        # the command offered now, with its bank's row after this cycle's row command
+        took = cmd is not None and self._held() < n.resp_depth
+        # effects: the row command, the column command, the arrival
+        if row_cmd is not None:
+            e, kind = row_cmd
+            k = e["bank"]
+            if kind == "pre":
+                self.open[k] = False
+                self.act_ok[k] = now + t.RP
+                e["conflict"] = True
+            else:
+                self.open[k], self.row[k] = True, e["row"]
+                self.col_ok[k], self.ras_ok[k], self.rrd = now + t.RCD, now + t.RAS, now + t.RRD
+                e["miss"] = True
+        if col is not None:
+            self.queue.remove(col)
+            if col is oldest:
+                self.passed = 0
+            else:
+                self.passed += 1
+                if self.passed == self.cap:
+                    self.counters["capped"] += 1
+            self.issued[col["index"]] = now
+            if col["bad"]:
+                self.counters["errors"] += 1
+                self.status |= 1
+                response = {"data": 0, "error": 1}
+            else:
+                response = self._execute(col)
+            response.update(tag=col["cmd"]["tag"], op=col["cmd"]["op"],
+                            stream=col["cmd"]["stream"])
+            self.results[col["index"]] = response
+        if took:
+            beat = cmd["addr"] >> p.beat_offset_bits
+            bad = cmd["addr"] % p.beat_bytes != 0 or beat >= n.capacity_beats
+            g, b, row = decode(n, beat % n.capacity_beats)
+            self.queue.append({"index": self.taken, "cmd": cmd, "op": Op(cmd["op"]),
+                               "beat": beat % n.capacity_beats, "bad": bad, "group": g,
+                               "bank": b * n.bank_groups + g, "row": row,
+                               "conflict": False, "miss": False})
+            self.taken += 1
+        self.now += 1
+        self._flush()
+        return took
+
+    def _execute(self, e):
+        return _column(self, e["cmd"], e["beat"], e["group"], e["bank"], e["conflict"],
+                       e["miss"])

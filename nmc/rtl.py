@@ -17,11 +17,110 @@ from hw.pipeline import COLLISION_UNUSED
 from .config import COUNTERS, NMCParams, nmc_registers
 
 
-__all__ = ["NMCUnit"]
+__all__ = ["NMCUnit", "decode_address", "storage", "alu_pipeline", "count_traffic"]
 
 
 def _log2(n):
     return n.bit_length() - 1
+
+
+def decode_address(p, n, addr):
+    """``(beat, bad, group, bank, row)`` of a command's address: its beat (the bits below the
+    capacity), whether it is refused (beyond the capacity or not beat aligned), and the beat's
+    bank group (lowest), bank and row (:func:`nmc.config.decode`)."""
+    cap_bits = _log2(n.capacity_beats)
+    col_bits, bg_bits, bank_bits = _log2(n.columns), _log2(n.bank_groups), _log2(n.banks)
+    beat_full = addr[p.beat_offset_bits:]
+    beat = beat_full[:cap_bits]
+    bad = (addr[:p.beat_offset_bits] != 0) | (beat_full[cap_bits:] != 0 if
+                                              len(beat_full) > cap_bits else 0)
+    group = beat[:bg_bits] if bg_bits else Const(0, 1)
+    bank_no = beat[bg_bits + col_bits:bg_bits + col_bits + bank_bits] if bank_bits \
+        else Const(0, 1)
+    row = beat[bg_bits + col_bits + bank_bits:] if n.rows > 1 else Const(0, 1)
+    return beat, bad, group, bank_no, row
+
+
+def storage(m, p, n):
+    """The unit's storage: banks of at most ``READ_BANK_BEATS`` beats, a write going to its
+    bank.  Returns the write (``addr``, ``data``, ``en``), the banks' synchronous read ports and
+    the bits of a beat's offset in its bank."""
+    cap_bits = _log2(n.capacity_beats)
+    bank_beats = min(n.capacity_beats, READ_BANK_BEATS)
+    n_banks = n.capacity_beats // bank_beats
+    in_bank = _log2(bank_beats)             # the beat's offset in its bank, in bits
+    wr = SimpleNamespace(addr=Signal(cap_bits), data=Signal(p.beat_bits), en=Signal())
+    banks = []
+    for k in range(n_banks):
+        mem = Memory(shape=p.beat_bits, depth=bank_beats, init=[])
+        # the read that meets a write to its address is never used (below): the tools may
+        # leave it undefined, and build no bypass between the RAM and its register
+        mem.attrs[COLLISION_UNUSED] = 1
+        m.submodules[f"storage{k}" if n_banks > 1 else "storage"] = mem
+        w = mem.write_port()
+        m.d.comb += [w.addr.eq(wr.addr[:in_bank]), w.data.eq(wr.data),
+                     w.en.eq(wr.en & (wr.addr[in_bank:] == k))]
+        banks.append(mem.read_port(domain="sync"))
+    return wr, banks, in_bank
+
+
+def alu_pipeline(m, p, alu, wr, issue, do_err, c, old, slot=None):
+    """The ALU behind a column command: ``c`` issued now (``issue``; refused: ``do_err``), the
+    beat ``old`` as it stands next cycle; the command rides beside the ALU's stages (with
+    ``slot``, a value carried along) and its write lands, ``WRITE_DELAY`` cycles after the
+    command, on ``wr``.  Returns the command leaving the ALU, its refusal, its response entry
+    and its carried value."""
+    s0 = Signal(mem_request_layout(p))
+    s0_valid, s0_err = Signal(name="s0_valid"), Signal(name="s0_err")
+    m.d.sync += [s0_valid.eq(issue), s0_err.eq(do_err), s0.eq(c)]
+    m.d.comb += [
+        alu.i.valid.eq(s0_valid),
+        alu.i.payload.old.eq(old),
+        alu.i.payload.data.eq(s0.data),
+        alu.i.payload.mask.eq(s0.mask),
+        alu.i.payload.op.eq(Mux(s0_err, Op.READ, s0.op)),
+        alu.i.payload.etype.eq(s0.etype),
+        alu.o.ready.eq(1),
+    ]
+    s2, s2_err = s0, s0_err      # the command whose result leaves the ALU now
+    s2_slot = slot
+    if slot is not None:
+        s2_slot = Signal.like(slot, name="s0_slot")
+        m.d.sync += s2_slot.eq(slot)
+    for k in range(ALU_LATENCY):
+        later = Signal(mem_request_layout(p), name=f"s{k + 1}")
+        later_err = Signal(name=f"s{k + 1}_err")
+        m.d.sync += [later.eq(s2), later_err.eq(s2_err)]
+        s2, s2_err = later, later_err
+        if slot is not None:
+            later_slot = Signal.like(slot, name=f"s{k + 1}_slot")
+            m.d.sync += later_slot.eq(s2_slot)
+            s2_slot = later_slot
+    s2_write = alu.o.valid & ~s2_err & ((s2.op == Op.STORE) | (s2.op == Op.UPDATE))
+    m.d.comb += [wr.addr.eq(s2.addr[p.beat_offset_bits:]), wr.data.eq(alu.o.payload.result),
+                 wr.en.eq(s2_write)]
+    entry = Signal(mem_response_layout(p))
+    m.d.comb += [
+        entry.data.eq(Mux((s2.op == Op.READ) & ~s2_err, alu.o.payload.result, 0)),
+        entry.tag.eq(s2.tag), entry.op.eq(s2.op), entry.stream.eq(s2.stream),
+        entry.error.eq(s2_err | alu.o.payload.error),
+    ]
+    return s2, s2_err, entry, s2_slot
+
+
+def count_traffic(m, counters, clear, later, do_col, c, conflict, miss):
+    """The per-stream counters of the column command ``c`` (issued with ``do_col``): reads,
+    stores, updates and row conflicts, misses and hits (by the row commands taken for it,
+    ``conflict`` and ``miss``), each event through ``later`` (a register)."""
+    for s_name, s_code in (("compute", Stream.COMPUTE), ("comm", Stream.COMM)):
+        here = do_col & (c.stream == s_code)
+        for name, event in (("reads", c.op == Op.READ), ("stores", c.op == Op.STORE),
+                            ("updates", c.op == Op.UPDATE),
+                            ("row_conflicts", conflict),
+                            ("row_misses", ~conflict & miss),
+                            ("row_hits", ~conflict & ~miss)):
+            count(m, counters[f"{name}_{s_name}"], later(here & event, f"{name}_{s_name}"),
+                  clear)
 
 
 class NMCUnit(wiring.Component):
@@ -94,6 +193,9 @@ class NMCUnit(wiring.Component):
             raise TypeError(f"params must be a T3Params, not {params!r}")
         if not isinstance(nparams, NMCParams):
             raise TypeError(f"nparams must be an NMCParams, not {nparams!r}")
+        if nparams.scheduler == "fr-fcfs":
+            raise ValueError("an NMCUnit executes in order: the 'fr-fcfs' scheduler is "
+                             "nmc.frfcfs.FRFCFSUnit")
         self.params, self.nparams = params, nparams
         self.regs = nmc_registers(params, nparams)
         self.regfile = RegisterFile(self.regs)      # the registers' hardware
@@ -125,27 +227,13 @@ class NMCUnit(wiring.Component):
         t = n.timing
         bp = n.scheduler == "bank-parallel"
         nb = n.bank_groups * n.banks
-        col_bits, bg_bits, bank_bits = _log2(n.columns), _log2(n.bank_groups), _log2(n.banks)
         cap_bits = _log2(n.capacity_beats)
         row_bits = max(1, _log2(n.rows))
 
         # The storage in banks of at most READ_BANK_BEATS beats, each read into a register of
         # its own (see the pipeline below); a write goes to its bank.
-        bank_beats = min(n.capacity_beats, READ_BANK_BEATS)
-        n_banks = n.capacity_beats // bank_beats
-        in_bank = _log2(bank_beats)             # the beat's offset in its bank, in bits
-        wr = SimpleNamespace(addr=Signal(cap_bits), data=Signal(p.beat_bits), en=Signal())
-        banks = []
-        for k in range(n_banks):
-            mem = Memory(shape=p.beat_bits, depth=bank_beats, init=[])
-            # the read that meets a write to its address is never used (below): the tools may
-            # leave it undefined, and build no bypass between the RAM and its register
-            mem.attrs[COLLISION_UNUSED] = 1
-            m.submodules[f"storage{k}" if n_banks > 1 else "storage"] = mem
-            w = mem.write_port()
-            m.d.comb += [w.addr.eq(wr.addr[:in_bank]), w.data.eq(wr.data),
-                         w.en.eq(wr.en & (wr.addr[in_bank:] == k))]
-            banks.append(mem.read_port(domain="sync"))
+        wr, banks, in_bank = storage(m, p, n)
+        n_banks = len(banks)
         m.submodules.alu = alu = NearBankALU(p, self.nparams.elem_types)
         resp_layout = mem_response_layout(p)
         # the responses' queue: LUT RAM read as it stands at the read pointer (a write is
@@ -208,15 +296,7 @@ class NMCUnit(wiring.Component):
 
         # --- decode the head command --------------------------------------------------------------
         c = self.cmd.payload
-        beat_full = c.addr[p.beat_offset_bits:]
-        beat = beat_full[:cap_bits]
-        bad = (c.addr[:p.beat_offset_bits] != 0) | (beat_full[cap_bits:] != 0 if
-                                                    len(beat_full) > cap_bits else 0)
-        # beat: bank group (lowest), column, bank, row (nmc.config.decode)
-        group = beat[:bg_bits] if bg_bits else Const(0, 1)
-        bank_no = beat[bg_bits + col_bits:bg_bits + col_bits + bank_bits] if bank_bits \
-            else Const(0, 1)
-        row = beat[bg_bits + col_bits + bank_bits:] if n.rows > 1 else Const(0, 1)
+        beat, bad, group, bank_no, row = decode_address(p, n, c.addr)
         k = Signal(range(nb))
         m.d.comb += k.eq(bank_no * n.bank_groups + group)
         reading = c.op == Op.READ
@@ -263,9 +343,7 @@ class NMCUnit(wiring.Component):
                                         writing=writing, is_open=is_open, open_row=open_row,
                                         col_ok=col_ok, ras_ok=ras_ok, act_ok=act_ok,
                                         timers_of=timers_of, start=start, nb=nb,
-                                        row_bits=row_bits, cap_bits=cap_bits,
-                                        col_bits=col_bits, bg_bits=bg_bits,
-                                        bank_bits=bank_bits)
+                                        row_bits=row_bits)
             m.d.comb += [do_pre.eq(ahead.pre_here), do_act.eq(ahead.act_here)]
             want_head = ahead.want_head
         else:
@@ -362,35 +440,9 @@ class NMCUnit(wiring.Component):
         ]
         read = Array(reads)[read_bank] if n_banks > 1 else reads[0]
         old = Mux(landed, landed_data, read)
-        s0 = Signal(mem_request_layout(p))
-        s0_valid, s0_err = Signal(name="s0_valid"), Signal(name="s0_err")
-        m.d.sync += [s0_valid.eq(issue), s0_err.eq(do_err), s0.eq(c)]
-        m.d.comb += [
-            alu.i.valid.eq(s0_valid),
-            alu.i.payload.old.eq(old),
-            alu.i.payload.data.eq(s0.data),
-            alu.i.payload.mask.eq(s0.mask),
-            alu.i.payload.op.eq(Mux(s0_err, Op.READ, s0.op)),
-            alu.i.payload.etype.eq(s0.etype),
-            alu.o.ready.eq(1),
-        ]
-        s2, s2_err = s0, s0_err      # the command whose result leaves the ALU now
-        for k in range(ALU_LATENCY):
-            later = Signal(mem_request_layout(p), name=f"s{k + 1}")
-            later_err = Signal(name=f"s{k + 1}_err")
-            m.d.sync += [later.eq(s2), later_err.eq(s2_err)]
-            s2, s2_err = later, later_err
-        s2_write = alu.o.valid & ~s2_err & ((s2.op == Op.STORE) | (s2.op == Op.UPDATE))
-        m.d.comb += [wr.addr.eq(s2.addr[p.beat_offset_bits:]), wr.data.eq(alu.o.payload.result),
-                     wr.en.eq(s2_write)]
-        entry = Signal(resp_layout)
-        m.d.comb += [
-            entry.data.eq(Mux((s2.op == Op.READ) & ~s2_err, alu.o.payload.result, 0)),
-            entry.tag.eq(s2.tag), entry.op.eq(s2.op), entry.stream.eq(s2.stream),
-            entry.error.eq(s2_err | alu.o.payload.error),
-            rq_w.addr.eq(rq_tail), rq_w.data.eq(entry), rq_w.en.eq(alu.o.valid),
-            rq_r.addr.eq(rq_head),
-        ]
+        s2, s2_err, entry, _ = alu_pipeline(m, p, alu, wr, issue, do_err, c, old)
+        m.d.comb += [rq_w.addr.eq(rq_tail), rq_w.data.eq(entry), rq_w.en.eq(alu.o.valid),
+                     rq_r.addr.eq(rq_head)]
 
         def incr(ptr):
             return Mux(ptr == n.resp_depth - 1, 0, ptr + 1)
@@ -456,20 +508,11 @@ class NMCUnit(wiring.Component):
         # errors: an address error and an ALU error can land in the same cycle
         accumulate(m, counters["errors"], later(do_err + alu_error, "errors"), clear)
         count(m, counters["busy"], self.cmd.valid, clear)
-        for s_name, s_code in (("compute", Stream.COMPUTE), ("comm", Stream.COMM)):
-            here = do_col & (c.stream == s_code)
-            for name, event in (("reads", c.op == Op.READ), ("stores", c.op == Op.STORE),
-                                ("updates", c.op == Op.UPDATE),
-                                ("row_conflicts", head_conflict),
-                                ("row_misses", ~head_conflict & head_miss),
-                                ("row_hits", ~head_conflict & ~head_miss)):
-                count(m, counters[f"{name}_{s_name}"], later(here & event, f"{name}_{s_name}"),
-                      clear)
+        count_traffic(m, counters, clear, later, do_col, c, head_conflict, head_miss)
         return m
 
     def _bank_parallel(self, m, *, k, row, issue, do_col, writing, is_open, open_row, col_ok,
-                       ras_ok, act_ok, timers_of, start, nb, row_bits, cap_bits, col_bits,
-                       bg_bits, bank_bits):
+                       ras_ok, act_ok, timers_of, start, nb, row_bits):
         """The bank-parallel scheduler's state and row commands (see the class's docstring);
         returns what the head's logic needs of it."""
         p, n = self.params, self.nparams
@@ -479,11 +522,7 @@ class NMCUnit(wiring.Component):
         out = SimpleNamespace()
 
         def decode(addr):
-            beat = addr[p.beat_offset_bits:][:cap_bits]
-            group = beat[:bg_bits] if bg_bits else Const(0, 1)
-            bank_no = beat[bg_bits + col_bits:bg_bits + col_bits + bank_bits] if bank_bits \
-                else Const(0, 1)
-            row = beat[bg_bits + col_bits + bank_bits:] if n.rows > 1 else Const(0, 1)
+            _, _, group, bank_no, row = decode_address(p, n, addr)
             return bank_no * n.bank_groups + group, row
 
         # --- the rows announced, per bank, in order: one queue a bank in one memory -------------

@@ -185,7 +185,7 @@ def _given(args, names, dest_prefix=""):
 TRACKER_ARGS = ("sets", "ways", "regions", "count_bits")
 SYSTEM_ARGS = ("addr_bits", "wg_id_bits", "wf_id_bits")
 ARBITER_ARGS = ("depth", "calib_rows")
-NMC_ARGS = ("bank_groups", "banks", "columns", "rows", "ahead_depth")
+NMC_ARGS = ("bank_groups", "banks", "columns", "rows", "resp_depth", "ahead_depth")
 DMA_ARGS = ("commands", "trigger_depth", "buffer_beats", "max_granularity", "gpu_bits",
             "len_bits")
 
@@ -235,16 +235,18 @@ def _nmc_args(parser):
     group = _param_args(parser, "HBM2 pseudo-channel", NMCParams, NMC_ARGS)
     (group or parser).add_argument(
         "--scheduler", choices=SCHEDULERS, default=None,
-        help="row commands for the head command only (in-order, the default) or for every "
-             "bank's oldest command, announced on an ahead port (bank-parallel; "
-             "docs/nmc.md)")
+        help="row commands for the head command only (in-order, the default), for every "
+             "bank's oldest command, announced on an ahead port (bank-parallel), or a queue "
+             "of --resp-depth commands whose row hits go first (fr-fcfs; docs/nmc.md)")
 
 
 def _nmc(args):
     from nmc.config import NMCParams
+    from nmc.frfcfs import FRFCFSUnit
     from nmc.rtl import NMCUnit
     extra = {"scheduler": args.scheduler} if getattr(args, "scheduler", None) else {}
-    return NMCUnit(_params(args), NMCParams(**_given(args, NMC_ARGS), **extra))
+    nparams = NMCParams(**_given(args, NMC_ARGS), **extra)
+    return (FRFCFSUnit if nparams.scheduler == "fr-fcfs" else NMCUnit)(_params(args), nparams)
 
 
 def _dma_args(parser):

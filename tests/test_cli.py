@@ -65,16 +65,22 @@ def test_export_mc_arbiter(tmp_path, capsys):
     assert "`starve_limit`" in (tmp_path / "t3_mc_arbiter_registers.md").read_text()
 
 
-def test_export_nmc_with_either_scheduler(tmp_path, capsys):
+def test_export_nmc_with_each_scheduler(tmp_path, capsys):
     """The bank-parallel unit has the ``ahead`` port and the ``unannounced`` status bit; the
-    in-order one neither; an unknown scheduler is refused in one line."""
-    for scheduler, has_ahead in (("in-order", False), ("bank-parallel", True)):
+    FR-FCFS unit the ``retired`` port and the ``capped`` counter; the in-order one none of
+    them; an unknown scheduler is refused in one line."""
+    for scheduler, has_ahead, frfcfs in (("in-order", False, False),
+                                         ("bank-parallel", True, False),
+                                         ("fr-fcfs", False, True)):
         out = tmp_path / scheduler
-        assert main(["export", "nmc", "--out", str(out), "--rows", "4",
+        assert main(["export", "nmc", "--out", str(out), "--rows", "4", "--resp-depth", "8",
                      "--scheduler", scheduler]) == 0
         verilog = (out / "t3_nmc.v").read_text()
+        registers = (out / "t3_nmc_registers.md").read_text()
         assert bool(re.search(r"\binput\b[^;]*\bahead__valid;", verilog)) == has_ahead
-        assert ("`unannounced`" in (out / "t3_nmc_registers.md").read_text()) == has_ahead
+        assert ("`unannounced`" in registers) == has_ahead
+        assert bool(re.search(r"\boutput\b[^;]*\bretired;", verilog)) == frfcfs
+        assert ("`capped`" in registers) == frfcfs
     with pytest.raises(SystemExit) as exit_info:
         main(["export", "nmc", "--out", str(tmp_path), "--scheduler", "fifo"])
     assert exit_info.value.code == 2

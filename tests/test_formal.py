@@ -166,16 +166,23 @@ class NMCSpec(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         m.submodules.dut = dut = NMCUnit(SMALL, NMC_SMALL)
-        c = dut.cmd.payload
-        stream_source(m, dut.cmd.valid, c.as_value(), dut.cmd.ready, "cmd")
-        free(m, dut.resp.ready)
-        setup_phase(m, dut.csr)
-        n_cmd = answers_in_order(m, dut.cmd.valid & dut.cmd.ready,
-                                 dut.resp.valid & dut.resp.ready, dut.resp.valid,
-                                 dut.resp.payload.tag, SMALL.tag_bits, NMC_SMALL.resp_depth)
-        m.d.comb += [Assume(c.tag == n_cmd[:SMALL.tag_bits]),
-                     Assume(c.etype == ElemType.FP32)]
+        nmc_answers_in_order(m, dut, NMC_SMALL)
         return m
+
+
+def nmc_answers_in_order(m, dut, nparams):
+    """Any fp32 commands, numbered by their tag in the order taken, any backpressure: the
+    responses come in that order, one per command (:func:`answers_in_order`).  Returns the
+    command's payload (for more assumptions)."""
+    c = dut.cmd.payload
+    stream_source(m, dut.cmd.valid, c.as_value(), dut.cmd.ready, "cmd")
+    free(m, dut.resp.ready)
+    setup_phase(m, dut.csr)
+    n_cmd = answers_in_order(m, dut.cmd.valid & dut.cmd.ready,
+                             dut.resp.valid & dut.resp.ready, dut.resp.valid,
+                             dut.resp.payload.tag, SMALL.tag_bits, nparams.resp_depth)
+    m.d.comb += [Assume(c.tag == n_cmd[:SMALL.tag_bits]), Assume(c.etype == ElemType.FP32)]
+    return c
 
 
 NMC_SMALL_BP = dataclasses.replace(
@@ -238,6 +245,52 @@ class NMCAheadSpec(Elaboratable):
                 m.d.comb += [Assert(st.count[b] != 0), Assert(st.front[b] == row)]
             with m.If(head[b] & sel[b] & st.is_open[b]):
                 m.d.comb += Assert(st.open_row[b] != row)
+        return m
+
+
+NMC_SMALL_FR = dataclasses.replace(
+    NMC_SMALL, scheduler="fr-fcfs", timing=dataclasses.replace(NMC_SMALL.timing, RRD=2, WTP=3))
+
+
+class NMCFRFCFSSpec(Elaboratable):
+    """The FR-FCFS unit (bypass cap 1), any commands and any ``resp`` backpressure: responses
+    in the order the commands were taken, one per command (as ``NMCSpec``), and no command
+    waits forever.  Each cycle's column and row commands go to a candidate, at most one each,
+    a candidate only if queued; a column command issues whenever one is a candidate; the
+    oldest queued command never waits for an older one to its beat; column commands passed
+    it at most the cap's number of times, and once they have, it is the only candidate for
+    either command.  With the timers counting down and nothing else acting, its bank's row
+    is then closed (RAS, WTP), opened (RP, RRD) and its column command issued (RCD, the bank
+    group's, WTR and the atomicity stall's delays) within a bounded time, and the next oldest
+    command's turn begins."""
+
+    def __init__(self, cap=1):
+        self.cap = cap
+
+    def elaborate(self, platform):
+        from nmc.frfcfs import FRFCFSUnit
+        m = Module()
+        np_ = NMC_SMALL_FR
+        m.submodules.dut = dut = FRFCFSUnit(SMALL, np_, bypass_cap=self.cap)
+        c = nmc_answers_in_order(m, dut, np_)
+        # no op-and-store: the scheduler treats it as a STORE (a write to its beat), and the
+        # adder's arithmetic is the solver's heaviest part (NMCSpec covers it)
+        m.d.comb += Assume(c.op != Op.UPDATE)
+        st = dut.state
+        R = np_.resp_depth
+
+        def at_most_one(v):
+            return (v & (v - 1))[:R] == 0
+
+        m.d.comb += [
+            Assert((st.col & ~st.col_cand) == 0), Assert(at_most_one(st.col)),
+            Assert((st.row & ~st.row_cand) == 0), Assert(at_most_one(st.row)),
+            Assert(~st.col_cand.any() | st.col.any()),
+            Assert(((st.col_cand | st.row_cand) & ~st.waiting) == 0),
+            Assert((st.dep & st.oldest) == 0),
+            Assert(st.passed <= self.cap),
+            Assert(~st.capped | (((st.col_cand | st.row_cand) & ~st.oldest) == 0)),
+        ]
         return m
 
 
@@ -847,6 +900,10 @@ PROOFS = {
     # bank's oldest row not advanced when its command leaves (step 4) and with the head's
     # own row closed for it (step 3), measured on mutated copies; 6 took 122 s
     "nmc_bank_parallel": (NMCAheadSpec, "bmc", 5, 7),
+    # depth 6 (27 s) refutes, in 1-3 s each, the scheduler with the cap's hold on the column
+    # or on the row command left out and with an issued command's dependants never freed
+    # (measured on mutated copies); 8 took over 10 minutes with op-and-stores
+    "nmc_frfcfs": (NMCFRFCFSSpec, "bmc", 6, 8),
     "dma_send": (DMASendSpec, "bmc", 9, 12),
     # depth 5 refutes, in about 3 s each, the receive side with the rx window's check
     # left out, with the wrap past the address space's end left unchecked, and with the

@@ -1,6 +1,7 @@
 """The near-bank unit (HBM2 pseudo-channel with ALUs) against the cycle-level model, and its
 timing against the settings it was given."""
 
+import dataclasses
 import random
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 from hw.interfaces import ElemType, Op, Stream
 from hw.params import T3Params
 from nmc.config import WRITE_DELAY, HBMTiming, NMCParams, Status, beat_index
-from nmc.model import NMCModel
+from nmc.model import FRFCFSModel, NMCModel
 from sim.blocks.nmc.amaranth_sim import simulate_nmc
 
 
@@ -402,3 +403,114 @@ def test_a_scheduler_that_does_not_exist_is_refused():
         NMCParams(scheduler="fifo")
     with pytest.raises(ValueError, match="ahead_depth"):
         NMCParams(scheduler="bank-parallel", ahead_depth=3)
+
+
+# --- the FR-FCFS scheduler ------------------------------------------------------------------------
+
+#: an FR-FCFS unit of 16 slots, which fill under the tests' traffic
+FR = NMCParams(rows=4, scheduler="fr-fcfs", resp_depth=16)
+
+
+def replay_frfcfs(commands, run, nparams=FR, bypass_cap=None):
+    """The FR-FCFS model fed, cycle by cycle, what ``run``'s unit was offered on ``cmd``; it
+    must take each command in the cycle the unit did."""
+    model = FRFCFSModel(PARAMS, nparams, bypass_cap)
+    taken = [cycle for cycle, head in enumerate(run.heads)
+             if head is not None and model.step(commands[head])
+             or head is None and model.step(None)]
+    assert taken == run.taken
+    assert sorted(model.issued.values()) == run.issued
+    return model
+
+
+def wide_commands(n, seed):
+    """Reads, stores and updates over every bank and row: half to random beats, half to the
+    first four rows' columns (rows reused, so that hits wait behind misses)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        op = rng.choice([Op.READ, Op.READ, Op.STORE, Op.UPDATE])
+        beat = rng.randrange(NP.capacity_beats) if rng.random() < 0.5 else \
+            beat_of(rng.randrange(4), rng.randrange(4), rng.randrange(4), rng.randrange(32))
+        out.append(command(beat, op, rng.getrandbits(PARAMS.beat_bits), FULL, ElemType.FP32,
+                           Stream(rng.randrange(2)), i % 16))
+    return out
+
+
+@pytest.mark.parametrize("gen, gap, slots, cap", [
+    (random_commands, 0.0, 16, None), (random_commands, 0.4, 8, 2),
+    (wide_commands, 0.2, 32, 3)])
+def test_frfcfs_matches_the_model_in_values_cycles_and_counters(gen, gap, slots, cap,
+                                                                t3_options):
+    """Random commands (refused ones among them, repeated beats, every bank) with gaps: the
+    RTL against the model, cycle for cycle (each command taken, each column command, each
+    response) and counter for counter; every response the in-order unit's (commands to one
+    beat keep their order), all of them sooner."""
+    nparams = dataclasses.replace(FR, resp_depth=slots)
+    commands = gen(length(200, t3_options), seed=slots + int(gap * 10))
+    run = simulate_nmc(PARAMS, nparams, commands, in_gap=gap, seed=3, bypass_cap=cap)
+    model = replay_frfcfs(commands, run, nparams, cap)
+    check_against_the_model(run, model, len(commands))
+    assert run.regs["status"] == model.status
+    in_order = simulate_nmc(PARAMS, NP, commands, in_gap=gap, seed=3)
+    assert [r for _, r in run.responses] == [r for _, r in in_order.responses]
+    assert run.responses[-1][0] < in_order.responses[-1][0]
+    assert (run.regs["capped"] > 0) == (cap is not None)     # a cap of 2 or 3 binds
+
+
+def test_frfcfs_keeps_values_and_order_under_backpressure(t3_options):
+    commands = random_commands(length(150, t3_options), seed=7)
+    free = simulate_nmc(PARAMS, NP, commands)
+    stalled = simulate_nmc(PARAMS, FR, commands, in_gap=0.2, resp_stall=0.5, seed=4)
+    assert [r for _, r in stalled.responses] == [r for _, r in free.responses]
+
+
+def test_frfcfs_serves_a_banks_row_hit_before_its_older_miss():
+    """Row 0 of bank 0, then row 1, then row 0 again: in order, the third command closes row
+    1 again (two conflicts); FR-FCFS serves it while row 0 is open (a hit) and the second
+    command last, its PRE waiting RAS after the ACT.  The responses stay in order."""
+    commands = [command(beat_of(0, 0, 0, 0), Op.READ, tag=0),
+                command(beat_of(0, 0, 1, 0), Op.READ, tag=1),
+                command(beat_of(0, 0, 0, 1), Op.READ, tag=2)]
+    in_order = simulate_nmc(PARAMS, NP, commands)
+    fr = simulate_nmc(PARAMS, FR, commands)
+    assert [r["tag"] for _, r in fr.responses] == [0, 1, 2]
+    assert in_order.regs["row_conflicts_compute"] == 2
+    assert (fr.regs["row_misses_compute"], fr.regs["row_hits_compute"],
+            fr.regs["row_conflicts_compute"]) == (1, 1, 1)
+    model = replay_frfcfs(commands, fr)
+    act = model.issued[0] - T.RCD                       # the ACT of row 0
+    assert model.issued[2] == model.issued[0] + T.CCD_L  # the same bank group, next column
+    assert model.issued[1] == act + T.RAS + T.RP + T.RCD
+    assert fr.responses[-1][0] < in_order.responses[-1][0]
+
+
+def test_frfcfs_bypass_cap_bounds_how_often_the_oldest_command_is_passed():
+    """A read of row 1 of bank 0 behind a hit of row 0, then a run of hits to row 0: with a
+    cap of 4, four hits pass the row-1 read, then it is served alone (its PRE, ACT and
+    column command before any later hit); without the cap every hit passes it."""
+    hits = [command(beat_of(0, 0, 0, c), Op.READ, tag=c % 16) for c in range(1, 12)]
+    commands = [command(beat_of(0, 0, 0, 0), Op.READ), command(beat_of(0, 0, 1, 0), Op.READ,
+                                                                  tag=15)] + hits
+    capped = simulate_nmc(PARAMS, FR, commands, bypass_cap=4)
+    model = replay_frfcfs(commands, capped, bypass_cap=4)
+    order = sorted(model.issued, key=model.issued.get)
+    assert order[:6] == [0, 2, 3, 4, 5, 1] and capped.regs["capped"] == 1
+    free = simulate_nmc(PARAMS, FR, commands)
+    model = replay_frfcfs(commands, free)
+    assert sorted(model.issued, key=model.issued.get)[-1] == 1 and free.regs["capped"] == 0
+
+
+def test_frfcfs_refusals():
+    from nmc.frfcfs import FRFCFSUnit
+    from nmc.rtl import NMCUnit
+    from system.node import NodeParams
+    with pytest.raises(ValueError, match="FRFCFSUnit"):
+        NMCUnit(PARAMS, FR)
+    with pytest.raises(ValueError, match="scheduler 'fr-fcfs'"):
+        FRFCFSUnit(PARAMS, NP)
+    with pytest.raises(ValueError, match="bypass_cap must be an integer from 1"):
+        FRFCFSUnit(PARAMS, FR, bypass_cap=0)
+    with pytest.raises(ValueError, match=r"nmc.resp_depth 64 must hold the MCQ's requests "
+                                         r"and the responses in flight: arbiter.depth 64 \+ 16"):
+        NodeParams(nmc=NMCParams(scheduler="fr-fcfs", resp_depth=64))

@@ -2,7 +2,9 @@
 responses out with optional backpressure; returns the responses with the cycle each was
 taken, the cycle each command was taken, and the registers.  A bank-parallel unit's commands
 are announced on ``ahead`` in order, each no later than the cycle it is first offered on
-``cmd``, as early as the port takes them (``announce=False``: never)."""
+``cmd``, as early as the port takes them (``announce=False``: never).  An FR-FCFS unit
+(:class:`nmc.frfcfs.FRFCFSUnit`) takes a command into its queue; ``issued`` holds the cycles of
+its column commands (``retired``)."""
 
 import dataclasses
 import random
@@ -10,6 +12,7 @@ import time
 
 from hw.interfaces import Packer, mem_request_layout, mem_response_layout
 from hw.testing import reg_read, run_testbench
+from nmc.frfcfs import FRFCFSUnit
 from nmc.rtl import NMCUnit
 
 
@@ -24,17 +27,25 @@ class NMCRun:
     regs: dict
     wall_s: float
     aheads: list = None  # per cycle: the command index announced on ``ahead``, or None
+    issued: list = None  # FR-FCFS: the cycles of the column commands (and refusals)
 
 
 def simulate_nmc(params, nparams, commands, *, in_gap=0.0, resp_stall=0.0, seed=0,
-                 max_cycles=None, vcd=None, lead=0, announce=True, ahead_gap=0.0):
-    dut = NMCUnit(params, nparams)
+                 max_cycles=None, vcd=None, lead=0, announce=True, ahead_gap=0.0,
+                 bypass_cap=None):
+    frfcfs = nparams.scheduler == "fr-fcfs"
+    if frfcfs:
+        dut = FRFCFSUnit(params, nparams, **({} if bypass_cap is None else
+                                             {"bypass_cap": bypass_cap}))
+    else:
+        dut = NMCUnit(params, nparams)
     pin, pout = Packer(mem_request_layout(params)), Packer(mem_response_layout(params))
     rng = random.Random(seed)
     max_cycles = max_cycles or 200 * len(commands) + 1000
     responses, taken, heads, regs, state = [], [], [], {}, {}
     bank_parallel = nparams.scheduler == "bank-parallel"
     aheads = [] if bank_parallel else None
+    issued = [] if frfcfs else None
 
     async def bench(ctx):
         if lead:                            # idle cycles first; cycles count from the end
@@ -61,8 +72,11 @@ def simulate_nmc(params, nparams, commands, *, in_gap=0.0, resp_stall=0.0, seed=
             ctx.set(dut.cmd.valid, offering)
             heads.append(index if offering else None)
             ctx.set(dut.resp.ready, not (resp_stall and rng.random() < resp_stall))
-            _, _, c_ready, r_valid, r_ready, r_payload = await ctx.tick().sample(
-                dut.cmd.ready, dut.resp.valid, dut.resp.ready, dut.resp.payload.as_value())
+            _, _, c_ready, r_valid, r_ready, r_payload, retired = await ctx.tick().sample(
+                dut.cmd.ready, dut.resp.valid, dut.resp.ready, dut.resp.payload.as_value(),
+                dut.retired if frfcfs else dut.cmd.ready)
+            if frfcfs and retired:
+                issued.append(cycle)
             if bank_parallel:
                 aheads.append(telling)              # offered only with ready: taken
                 if telling is not None:
@@ -81,4 +95,4 @@ def simulate_nmc(params, nparams, commands, *, in_gap=0.0, resp_stall=0.0, seed=
                 regs[reg.name] = await reg_read(ctx, dut.csr, dut.regs, reg.name)
 
     run_testbench(dut, bench, vcd)
-    return NMCRun(responses, taken, heads, regs, state["wall"], aheads)
+    return NMCRun(responses, taken, heads, regs, state["wall"], aheads, issued)
