@@ -27,6 +27,7 @@ from l2.rtl import L2Cache
 from mc_arbiter.config import ArbiterParams
 from mc_arbiter.rtl import MCArbiter
 from nmc.config import NMCParams
+from nmc.frfcfs import FRFCFSUnit
 from nmc.rtl import NMCUnit
 from tracker.config import TrackerParams
 from tracker.rtl import Tracker
@@ -39,7 +40,7 @@ from linklayer.config import LinkLayerParams, ack_signature, link_registers
 from linklayer.rtl import LinkLayer
 
 
-__all__ = ["NodeParams", "GPUNode", "node_registers", "block_registers", "BLOCK_ORDER",
+__all__ = ["NodeParams", "FRFCFS_IN_FLIGHT", "GPUNode", "node_registers", "block_registers", "BLOCK_ORDER",
            "WINDOW_BITS", "CFG_ADDR_BITS", "register_address"]
 
 
@@ -55,6 +56,11 @@ WINDOW_BITS = 8
 #: Byte-address bits of a node's ``cfg`` port: a window of :data:`WINDOW_BITS` word-address
 #: bits per block of :data:`BLOCK_ORDER`, byte addresses.
 CFG_ADDR_BITS = WINDOW_BITS + max(1, (len(BLOCK_ORDER) - 1).bit_length()) + 2
+
+
+#: The responses an FR-FCFS NMC unit's queue holds beside the MCQ's requests: the in-order
+#: unit's response queue (:class:`nmc.config.NMCParams`' ``resp_depth`` default).
+FRFCFS_IN_FLIGHT = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,6 +105,13 @@ class NodeParams:
             raise ValueError(f"nmc.ahead_depth {self.nmc.ahead_depth} must hold every command "
                              f"on its way to the NMC unit: arbiter.depth "
                              f"{self.arbiter.depth} + 2")
+        # an FR-FCFS unit's queue holds every request the arbiter counts, with room for the
+        # responses of an in-order unit's queue beside them (16)
+        if self.nmc.scheduler == "fr-fcfs" and \
+                self.nmc.resp_depth < self.arbiter.depth + FRFCFS_IN_FLIGHT:
+            raise ValueError(f"nmc.resp_depth {self.nmc.resp_depth} must hold the MCQ's "
+                             f"requests and the responses in flight: arbiter.depth "
+                             f"{self.arbiter.depth} + {FRFCFS_IN_FLIGHT}")
         if self.dma.commands != self.tracker.regions:
             raise ValueError(f"dma.commands {self.dma.commands} must equal tracker.regions "
                              f"{self.tracker.regions}")
@@ -230,8 +243,11 @@ class GPUNode(wiring.Component):
                  ext_addr_bits=WINDOW_BITS):
         self.params, self.nparams = params, nparams
         self.tracker = Tracker(params, nparams.tracker)
-        self.arbiter = MCArbiter(params, nparams.arbiter)
-        self.nmc = NMCUnit(params, nparams.nmc)
+        frfcfs = nparams.nmc.scheduler == "fr-fcfs"
+        # an FR-FCFS unit holds the MCQ's requests until their column commands: the arbiter's
+        # level counts them until then (``retire``)
+        self.arbiter = MCArbiter(params, nparams.arbiter, retire=frfcfs)
+        self.nmc = FRFCFSUnit(params, nparams.nmc) if frfcfs else NMCUnit(params, nparams.nmc)
         self.dma = DMAEngine(params, nparams.dma)
         self.l2 = L2Cache(params, nparams.l2) if nparams.l2 is not None else None
         self.link = LinkLayer(params, nparams.linklayer) if nparams.linklayer is not None \
@@ -388,6 +404,9 @@ class GPUNode(wiring.Component):
             ]
         else:
             connect(m, arbiter.tap, tracker_in.i)
+        if self.nparams.nmc.scheduler == "fr-fcfs":
+            m.d.comb += [arbiter.retired.eq(nmc.retired),
+                         arbiter.retired_comm.eq(nmc.retired_comm)]
         connect(m, tracker_in.o, tracker.i)
         # the DMA's trigger-queue level (its ready) and the Tracker's output state were one
         # path (64.4 MHz)

@@ -223,6 +223,23 @@ def test_end_to_end_bit_exact_with_bank_parallel_row_commands(tmp_path, t3_optio
 
 
 @pytest.mark.cocotb
+def test_end_to_end_bit_exact_with_frfcfs_nmc_units(tmp_path, t3_options):
+    """Nodes whose NMC units schedule FR-FCFS (``docs/nmc.md``) behind an MC arbiter that
+    counts each request until its column command (``retire``), with an L2 and WGs that stream
+    their K slices: T3-MCA bit-exact with the DRAM traffic by category of the in-order
+    units (:func:`check_traffic`), the L2's counters agreeing with the DRAM's, no status bit
+    latched and every DRAM access of the timed phases a row hit, miss or conflict."""
+    gpus = 2
+    spec = GemmSpec(n=16 * gpus, k_slice=16, **SMALL)
+    r = run_config(spec, gpus, "t3-mca", build_dir=tmp_path, seed=t3_options.seed,
+                   l2=TEST_L2, dram_scheduler="fr-fcfs")
+    assert r["verified"] is True
+    check_traffic(r, spec, gpus, "t3-mca")
+    check_l2(r, "t3-mca")
+    check_bank_parallel(r)
+
+
+@pytest.mark.cocotb
 def test_isolated_ring_rs_with_nmc(tmp_path, t3_options):
     """``rs-nmc`` on the ring, the paper's Ideal-RS+NMC: the output is in memory before its
     phase but for the step-1 chunk, which the phase begins by storing as tracked updates;

@@ -14,7 +14,7 @@ from linklayer.config import LinkLayerParams
 from dma.config import DMAParams
 from nmc.config import SCHEDULERS, NMCParams
 from system.engine.config import EngineParams
-from system.node import NodeParams
+from system.node import FRFCFS_IN_FLIGHT, NodeParams
 from system.ring import MAX_GPUS
 from sim.harness.runner import NO_DFG, default_sim, design_key, run_for_result
 from sim.system.workload import LINK_BANDWIDTH, LINK_CHARGES_HEADERS, SCALE, Workload
@@ -263,7 +263,11 @@ def node_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None, gpus=None, for
     if dma_buffer is not None:
         node = dataclasses.replace(node, dma=dataclasses.replace(node.dma,
                                                                  buffer_beats=dma_buffer))
-    if dram_scheduler is not None and dram_scheduler != node.nmc.scheduler:
+    if dram_scheduler == "fr-fcfs":
+        node = dataclasses.replace(node, nmc=dataclasses.replace(
+            node.nmc, scheduler=dram_scheduler,
+            resp_depth=node.arbiter.depth + FRFCFS_IN_FLIGHT))
+    elif dram_scheduler is not None and dram_scheduler != node.nmc.scheduler:
         node = dataclasses.replace(node, nmc=dataclasses.replace(
             node.nmc, scheduler=dram_scheduler, ahead_depth=ahead_depth_for(node.arbiter.depth)))
     return node
