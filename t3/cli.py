@@ -1236,7 +1236,7 @@ def build_parser():
                             "panels), link_bw (NUM/DEN), link_latency, "
                             "link_headers (charged or free), mcq_depth, memory_rows, l2_ways "
                             "(0: no L2), l2_mshrs, l2_depth, dma_buffer (beats), "
-                            "dram_scheduler (in-order or bank-parallel)")
+                            "dram_scheduler (in-order, bank-parallel or fr-fcfs)")
     sweep.add_argument("--configs", default="sequential,t3,t3-mca",
                        help="comma-separated among sequential, t3, t3-mca, rs-nmc, or all "
                             "(default sequential,t3,t3-mca)")

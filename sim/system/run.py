@@ -252,7 +252,8 @@ def node_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None, gpus=None, for
     beats (the tile reads it keeps in flight; default the node's, 32), the NMC unit's row
     commands scheduled by ``dram_scheduler`` (one of :data:`nmc.config.SCHEDULERS`; default the
     unit's, in order; bank-parallel with an ``ahead`` port for every command between the
-    arbiter and the unit: :func:`ahead_depth_for`)."""
+    arbiter and the unit: :func:`ahead_depth_for`; FR-FCFS with a queue of the MCQ's depth and
+    :data:`system.node.FRFCFS_IN_FLIGHT` responses)."""
     node = NodeParams(nmc=NMCParams(rows=memory_rows, formats=tuple(formats)), l2=l2)
     if gpus is not None and gpu_bits_for(gpus) != node.dma.gpu_bits:
         node = dataclasses.replace(node, dma=dataclasses.replace(
@@ -711,8 +712,9 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     cycles (``result["timeline"]``, :mod:`sim.system.timeline`).  ``mcq_depth``: the memory
     controller queue's entries (default the node's); ``dma_buffer``: the DMA engine's payload
     buffer in beats, the tile reads it keeps in flight (default the node's, 32);
-    ``dram_scheduler``: how the NMC unit schedules its row commands (``"in-order"``, the
-    node's, or ``"bank-parallel"``: :class:`nmc.rtl.NMCUnit`).  ``l2``: an :class:`l2.config.L2Params`: every node has an L2 of that
+    ``dram_scheduler``: how the NMC unit schedules (``"in-order"``, the node's, or
+    ``"bank-parallel"``: :class:`nmc.rtl.NMCUnit`; ``"fr-fcfs"``: :class:`nmc.frfcfs.FRFCFSUnit`
+    with a queue of the MCQ's depth + 16).  ``l2``: an :class:`l2.config.L2Params`: every node has an L2 of that
     geometry (the GEMM's inputs cached; :func:`sim.system.configure.allocate`), programmed
     with ``l2_config`` (an :class:`l2.config.L2Config`; default :data:`SYSTEM_L2_CONFIG`).
     ``geometry``: ``(T3Params, NodeParams)`` in place of the system's (:func:`system_params`;

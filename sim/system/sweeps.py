@@ -12,7 +12,7 @@ controller queue's entries), ``memory_rows``, ``l2_ways`` (the ways of every nod
 use, of the preset's L2 or :data:`sim.system.run.PAPER_L2`; 0: no L2), ``l2_mshrs`` and
 ``l2_depth`` (its MSHRs and the requests it takes in flight), ``dma_buffer`` (the DMA
 engine's payload buffer in beats: the tile reads it keeps in flight), ``dram_scheduler``
-(``in-order`` or ``bank-parallel``: how the NMC unit schedules its row commands).  A point that
+(``in-order``, ``bank-parallel`` or ``fr-fcfs``: how the NMC unit schedules).  A point that
 changes the ring builds (and caches) that ring once.
 """
 
