@@ -95,14 +95,19 @@ class FRFCFSUnit(wiring.Component):
       bank's last write), an ACT of its row when closed (RP after the PRE, RRD after any
       ACT).  A bank's open row is kept while a queued command hits it.
     * **Bypass cap**: a column command other than the oldest queued command's passes it; once
-      ``bypass_cap`` have (``capped`` + 1), the scheduler serves that command alone, row and
-      column commands, until its column command issues, so no command waits forever
-      (Accel-Sim's FR-FCFS has no cap).
+      ``bypass_cap`` have passed it (the ``capped`` counter counts each time), the scheduler
+      serves that command alone, row and column commands, until its column command issues,
+      so no command waits forever (Accel-Sim's FR-FCFS has no cap).
 
     A command counts as a conflict or miss by the row commands taken for it (a PRE, an ACT),
     else as a row hit. Commands to one beat execute in the order taken, so every response
     equals the in-order unit's; only their cycles move.  Bad input is refused as by
     :class:`nmc.rtl.NMCUnit`.
+
+    Both picks are decided in the cycle they act, from the slots' registers through
+    oldest-first priority encoders over the slots (and the column command's through the
+    payloads' LUT RAM into the storage's read address): cycle-accurate for the model, not yet
+    cut for an FPGA's clock as the in-order unit's paths are.
     """
 
     def __init__(self, params: T3Params, nparams: NMCParams, bypass_cap=BYPASS_CAP):
@@ -221,6 +226,7 @@ class FRFCFSUnit(wiring.Component):
         m.d.comb += oldest.eq(oldest_first(m, waiting, head, "oldest_pick"))
         capped = st.capped
         m.d.comb += capped.eq(st.passed == self.bypass_cap)
+        every = C((1 << R) - 1, R)
 
         # --- column command: the oldest ready row hit ---------------------------------------
         col_cand = st.col_cand
@@ -229,7 +235,7 @@ class FRFCFSUnit(wiring.Component):
                 hit[s] & ~dep[s] & (haz[s] == 0) & (bank_oh[s] & col_ready).any() &
                 (group_oh[s] & bg_ready).any() & (any_free == 0) &
                 (~reading[s] | (group_oh[s] & wtr_ready).any())))
-            for s in range(R))) & Mux(capped, oldest, C(-1, R)))
+            for s in range(R))) & Mux(capped, oldest, every))
         c_oh = st.col
         m.d.comb += c_oh.eq(oldest_first(m, col_cand, head, "col_pick_"))
         issue = c_oh.any()
@@ -259,7 +265,7 @@ class FRFCFSUnit(wiring.Component):
         m.d.comb += row_cand.eq(Cat(*(
             waiting[s] & ~bad[s] & ~hit[s] &
             (bank_oh[s] & Mux(capped, row_ok_capped, row_ok)).any()
-            for s in range(R))) & Mux(capped, oldest, C(-1, R)))
+            for s in range(R))) & Mux(capped, oldest, every))
         r_oh = st.row
         m.d.comb += r_oh.eq(oldest_first(m, row_cand, head, "row_pick_"))
         r_bank = Signal(nb, name="row_bank")
