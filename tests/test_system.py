@@ -228,7 +228,10 @@ def test_end_to_end_bit_exact_with_frfcfs_nmc_units(tmp_path, t3_options):
     counts each request until its column command (``retire``), with an L2 and WGs that stream
     their K slices: T3-MCA bit-exact with the DRAM traffic by category of the in-order
     units (:func:`check_traffic`), the L2's counters agreeing with the DRAM's, no status bit
-    latched and every DRAM access of the timed phases a row hit, miss or conflict."""
+    latched, every DRAM access of the timed phases a row hit, miss or conflict, and the
+    bypass cap's count per phase within what the phase's accesses allow (each time needs
+    ``BYPASS_CAP`` column commands passing the oldest)."""
+    from nmc.config import BYPASS_CAP
     gpus = 2
     spec = GemmSpec(n=16 * gpus, k_slice=16, **SMALL)
     r = run_config(spec, gpus, "t3-mca", build_dir=tmp_path, seed=t3_options.seed,
@@ -237,6 +240,9 @@ def test_end_to_end_bit_exact_with_frfcfs_nmc_units(tmp_path, t3_options):
     check_traffic(r, spec, gpus, "t3-mca")
     check_l2(r, "t3-mca")
     check_bank_parallel(r)
+    assert set(r["dram_capped"]) == set(r["dram_rows"])
+    for phase, capped in r["dram_capped"].items():
+        assert 0 <= capped * BYPASS_CAP <= sum(r["dram_rows"][phase].values()), (phase, capped)
 
 
 @pytest.mark.cocotb

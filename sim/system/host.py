@@ -48,8 +48,8 @@ from sim.system.configure import (CONFIGS, ISOLATED_RS, allocate, configure_all_
 from sim.system.driver import ETYPES, REMOTE_SPACE, Driver
 from sim.system.programs import (ag_steps, direct_copy_steps, direct_rs_steps, direct_slot,
                                  gemm_program, read_steps, rs_steps)
-from sim.system.results import (COUNTERS, L2_COUNTERS, LINK_LAYER_COUNTERS, compare_chunk,
-                                dram_accesses, link_utilization)
+from sim.system.results import (COUNTERS, FRFCFS_COUNTERS, L2_COUNTERS, LINK_LAYER_COUNTERS,
+                                compare_chunk, dram_accesses, link_utilization)
 from sim.system.run import direct_collective, engine_mode, read_back_slots
 from sim.system.workload import LINK_BANDWIDTH, ring_reference
 from system.engine.config import MODE, STATUS, Kernel, engine_registers
@@ -159,9 +159,10 @@ class RingHost:
     @property
     def counters(self):
         """What :meth:`snapshot` reads: :data:`COUNTERS`, the L2's when the nodes have one,
-        the link layer's when they have one."""
+        the link layer's when they have one, the FR-FCFS unit's when the NMC units are."""
         return COUNTERS + (L2_COUNTERS if "l2" in self.regs else []) + \
-            (LINK_LAYER_COUNTERS if "link" in self.regs else [])
+            (LINK_LAYER_COUNTERS if "link" in self.regs else []) + \
+            (FRFCFS_COUNTERS if self.nparams.nmc.scheduler == "fr-fcfs" else [])
 
     async def snapshot(self, extra=()):
         """Every GPU's :attr:`counters` and the registers ``extra`` (``[(block, name)]``), a
@@ -411,6 +412,11 @@ class RingHost:
                                  for kind in ("hits", "misses", "conflicts")
                                  for stream in ("compute", "comm")}
                           for name, s in sums.items() if name != "check"},
+            # the times an FR-FCFS unit's bypass cap held the oldest command's place, per
+            # phase, summed over the GPUs (0: the scheduler was Accel-Sim's uncapped FR-FCFS)
+            "dram_capped": {name: s["nmc.capped"] for name, s in sums.items()
+                            if name != "check"}
+            if self.nparams.nmc.scheduler == "fr-fcfs" else None,
             # the MCQ's entries by stream, summed over the GEMM phase's cycles and the GPUs
             # (a mean occupancy: divided by the GPUs and the phase's cycles)
             "mcq_occupancy": {

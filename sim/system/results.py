@@ -7,7 +7,7 @@ from l2.config import COUNTERS as L2_COUNTER_REGS
 from linklayer.config import LINK_COUNTERS
 
 
-__all__ = ["COUNTERS", "L2_COUNTERS", "CATEGORIES", "dram_accesses", "link_utilization",
+__all__ = ["COUNTERS", "L2_COUNTERS", "FRFCFS_COUNTERS", "CATEGORIES", "dram_accesses", "link_utilization",
            "compare_chunk"]
 
 
@@ -33,6 +33,10 @@ LINK_LAYER_COUNTERS = [("link", name) for name in LINK_COUNTERS] + [("link", "st
 
 #: Also read when the nodes have an L2 (``l2.config.COUNTERS``) and its status.
 L2_COUNTERS = [("l2", name) for name, _ in L2_COUNTER_REGS] + [("l2", "status")]
+
+#: Also read when the NMC units schedule FR-FCFS: the times the bypass cap held the oldest
+#: command's place (:class:`nmc.frfcfs.FRFCFSUnit`; Accel-Sim's FR-FCFS has no cap).
+FRFCFS_COUNTERS = [("nmc", "capped")]
 
 
 def compare_chunk(gpu, chunk, got, want):
