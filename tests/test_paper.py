@@ -91,13 +91,14 @@ def test_the_machine_table_states_the_models_values():
     (or a row edited without the constant) fails here, naming the row."""
     from dma.config import DMAParams
     from mc_arbiter.config import ArbiterParams
-    from nmc.config import HBMTiming, NMCParams
+    from nmc.config import BYPASS_CAP, HBMTiming, NMCParams
+    from system.node import FRFCFS_IN_FLIGHT
     from sim.system.run import (L2_HIT_LATENCY, PAPER_DMA_BUFFER, PAPER_DRAM_SCHEDULER,
                                 PAPER_L2, preset_setup)
     from sim.system.workload import (LIBRARY_K_SLICE, LINK_BANDWIDTH, MODEL_HBM_BYTES_PER_CYCLE,
                                      SCALED_CUS)
     rows = _machine_rows()
-    assert PAPER_DRAM_SCHEDULER == "bank-parallel"
+    assert PAPER_DRAM_SCHEDULER == "fr-fcfs"
     assert preset_setup(preset(FIGURE16_CASES[0]))["dram_scheduler"] == PAPER_DRAM_SCHEDULER
     t, n = HBMTiming(), NMCParams()
     max_chunk = max(preset(c, scale=sc).m * preset(c, scale=sc).n // PRESETS[c]["tp"] *
@@ -118,7 +119,9 @@ def test_the_machine_table_states_the_models_values():
         "op-and-store column delay": (f"CCDWL {t.CCDWL} with CCD_L {t.CCD_L} (CCD_S {t.CCD_S})",),
         "other DRAM timings": (f"CL {t.CL}, RCD {t.RCD}, RP {t.RP}, RAS {t.RAS}",),
         "DRAM scheduler": (f"MCQ of {ArbiterParams().depth} entries",
-                           "bank-parallel row commands", f"RRD {t.RRD}", f"WTP {t.WTP}"),
+                           "FR-FCFS over a queue of "
+                           f"{ArbiterParams().depth + FRFCFS_IN_FLIGHT} slots",
+                           f"a bypass cap of {BYPASS_CAP}", f"RRD {t.RRD}", f"WTP {t.WTP}"),
         "L2 capacity": (f"{PAPER_L2.sets} sets × {PAPER_L2.ways} ways of 32-byte lines "
                         f"({PAPER_L2.sets * PAPER_L2.ways * 32 // 1024} KiB), "
                         f"{PAPER_L2.banks} banks",),

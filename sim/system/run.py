@@ -105,13 +105,12 @@ PAPER_L2 = L2Params(sets=128, ways=16, banks=4, mshrs=197, depth=256)
 #: waits for the link.
 PAPER_DMA_BUFFER = 1024
 
-#: The row-command scheduler of the paper rings' NMC units: Accel-Sim's HBM, the paper's
-#: simulator's, serves each bank's request on its own with a row bus beside the column bus
-#: (``dram_dual_bus_interface 1``: a row command and a column command a cycle, for any
-#: banks; FR-FCFS per bank, ``gpgpu_dram_scheduler 1``), so one bank's ACT and PRE overlap
-#: another's column commands.  The model's bank-parallel scheduler does that; its column
-#: commands stay in the MCQ's order (``docs/paper.md``, the machine's table).
-PAPER_DRAM_SCHEDULER = "bank-parallel"
+#: The DRAM scheduler of the paper rings' NMC units: Accel-Sim's HBM, the paper's simulator's,
+#: schedules FR-FCFS (``gpgpu_dram_scheduler 1``: a bank's oldest row hit first, else its
+#: oldest request) with a row bus beside the column bus (``dram_dual_bus_interface 1``: a row
+#: command and a column command a cycle, for any banks).  The model's FR-FCFS unit does that
+#: over the MCQ's requests (``docs/nmc.md``; the machine's table in ``docs/paper.md``).
+PAPER_DRAM_SCHEDULER = "fr-fcfs"
 
 #: The paper's L2 is 16 MB (Table 1).
 PAPER_L2_BYTES = 16 << 20
