@@ -48,7 +48,7 @@ from sim.system.driver import ETYPES
 
 __all__ = ["GemmSpec", "WorkGroup", "Workload", "PRESETS", "preset", "PAPER", "SCALE",
            "ring_reference", "balanced_k", "workload_spec", "DEFAULT_M", "DEFAULT_N_PER_GPU",
-           "scaled_cus", "link_latency_for", "SCALED_CUS", "LIBRARY_K_SLICE"]
+           "scaled_cus", "link_latency_for", "SCALED_CUS", "LIBRARY_K_SLICE", "product_fp32"]
 
 
 #: The paper's system (Table 1), per 1 GHz memory cycle.
@@ -339,6 +339,26 @@ def ring_reference(partials, dtype, zero_start=True):
     return out
 
 
+def product_fp32(a, b):
+    """``a[g] @ b[g]`` for every ``g`` in fp32, each element's products summed in the order of
+    ``K``: the same bits on every machine (the product of two fp16 or bf16 elements is exact in
+    fp32; every sum is rounded as IEEE 754 rounds it).  A BLAS orders its sums by its threads
+    and by the kernel it picks for the CPU it finds (OpenBLAS's Haswell and SkylakeX kernels
+    differ), which would make the data a ring computes on, and so its records' key, a
+    property of the machine."""
+    out = []
+    for x, y in zip(a, b):
+        xt = np.ascontiguousarray(x.T, np.float32)   # K x M
+        y = np.asarray(y, np.float32)                # K x N
+        acc = np.zeros((x.shape[0], y.shape[1]), np.float32)
+        term = np.empty_like(acc)
+        for k in range(y.shape[0]):
+            np.multiply(xt[k][:, None], y[k], out=term)
+            acc += term
+        out.append(acc)
+    return out
+
+
 class Workload:
     """Inputs, partial outputs and per-GPU WG schedules of one fused GEMM + RS."""
 
@@ -362,14 +382,7 @@ class Workload:
             a = [(rng.standard_normal((spec.m, spec.k)) * scale).astype(dt)
                  for _ in range(self.gpus)]
             b = [rng.standard_normal((spec.k, spec.n)).astype(dt) for _ in range(self.gpus)]
-        # one BLAS thread, in every process: OpenBLAS splits some products' sums among its
-        # threads, so their fp32 results moved with the thread count (the simulator's
-        # Python runs with one, sim.harness.runner; a two-core host's with two), and with
-        # them the data a ring computes on and its records' key
-        from threadpoolctl import threadpool_limits
-        with threadpool_limits(limits=1, user_api="blas"):
-            partials = [(x.astype(np.float32) @ y.astype(np.float32)).astype(dt)
-                        for x, y in zip(a, b)]
+        partials = [p.astype(dt) for p in product_fp32(a, b)]
         return a, b, partials
 
     def order_free(self):
