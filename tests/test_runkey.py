@@ -3,10 +3,15 @@ gate, no programmed word and no build option leaves the records valid, and one t
 stales them, saying which input moved."""
 
 import json
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sim.system import runkey
+
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 TOY = '''
@@ -167,20 +172,41 @@ def test_the_stimulus_is_every_word_the_host_puts_into_the_ring(fresh):
     assert runkey._stimulus(all_ways).digest != runkey._stimulus(one_way).digest
 
 
-def test_the_stimulus_does_not_follow_the_blas_threads(fresh):
-    """The partial outputs the engines store are fp32 products made by numpy; OpenBLAS
-    splits some products' sums among its threads (Mega-GPT-2 FC-1 at TP 16 and scale 0.5 on
-    two), so the workload makes them with one thread, as the simulator's Python runs: the
-    same data and digest with any number of threads around it."""
-    from threadpoolctl import threadpool_limits
-    from sim.system.runkey import case_plan
-    tb = case_plan("Mega-GPT-2-FC-1-TP16", "t3", 0.5).tb
+def test_the_stimulus_follows_neither_the_blas_kernel_nor_its_threads():
+    """The partial outputs the engines store are fp32 products; a BLAS orders their sums by
+    the kernel it picks for the CPU and by its threads (OpenBLAS's Prescott, Haswell and
+    SkylakeX kernels gave three digests for this run), so the workload sums them in the
+    order of K (:func:`sim.system.workload.product_fp32`): one digest in processes whose
+    OpenBLAS runs other kernels (``OPENBLAS_CORETYPE``) with one or two threads."""
+    import os
+    import subprocess
+    import sys
+    code = ("from sim.system.runkey import case_plan, _stimulus; "
+            "print(_stimulus(case_plan('Mega-GPT-2-FC-1-TP8', 't3', 0.5).tb).digest)")
     digests = set()
-    for threads in (1, 2):
-        runkey._workload.cache_clear()
-        with threadpool_limits(limits=threads, user_api="blas"):
-            digests.add(runkey._stimulus(tb).digest)
-    assert len(digests) == 1
+    for core, threads in (("Prescott", "1"), ("Haswell", "2")):
+        env = dict(os.environ, OPENBLAS_CORETYPE=core, OPENBLAS_NUM_THREADS=threads)
+        out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT,
+                             capture_output=True, text=True, check=True)
+        digests.add(out.stdout.strip())
+    assert len(digests) == 1, digests
+
+
+def test_the_partials_sum_each_elements_products_in_the_order_of_k():
+    """``product_fp32``'s definition, element by element in fp32 scalars."""
+    from sim.system.workload import product_fp32
+    rng = np.random.default_rng(3)
+    a = [(rng.standard_normal((4, 300)) / 17).astype(np.float16) for _ in range(2)]
+    b = [rng.standard_normal((300, 5)).astype(np.float16) for _ in range(2)]
+    got = product_fp32(a, b)
+    for g in range(2):
+        assert got[g].dtype == np.float32 and got[g].shape == (4, 5)
+        for i in range(4):
+            for j in range(5):
+                acc = np.float32(0)
+                for k in range(300):
+                    acc = np.float32(acc + np.float32(a[g][i, k]) * np.float32(b[g][k, j]))
+                assert got[g][i, j] == acc, (g, i, j)
 
 
 def test_a_program_change_moves_the_stimulus(fresh, monkeypatch):
