@@ -35,7 +35,7 @@ def run_case(name, config, scale=1.0, sim=None, seed=1, timeline=None):
            "verified": True, "status_errors": errors,
            "arbiter_threshold": r["arbiter_threshold"],
            "compute_wait": r["compute_wait"], "mcq_occupancy": r["mcq_occupancy"],
-           "dram_rows": r["dram_rows"],
+           "dram_rows": r["dram_rows"], "dram_capped": r["dram_capped"],
            "l2": r["l2"],
            "simulated_cycles": r["simulated_cycles"],
            "wall_s": round(time.monotonic() - start, 1)}

@@ -225,6 +225,7 @@ def run_point(fields, gpus, config, ring, seed=1, sim=None, timeline=None):
            "phase_cycles": r["phase_cycles"], "dram": r["dram"], "verified": True,
            "arbiter_threshold": r["arbiter_threshold"], "compute_wait": r["compute_wait"],
            "mcq_occupancy": r["mcq_occupancy"], "dram_rows": r["dram_rows"],
+           "dram_capped": r["dram_capped"],
            "l2": r["l2"], "wall_s": round(time.monotonic() - start, 1)}
     if timeline is not None:
         out["timeline"] = r["timeline"]
