@@ -785,11 +785,11 @@ def test_the_tp32_cases_get_their_own_table():
 
 #: The paper's directions (sim.system.paper.directions_rows) that both records reproduce with
 #: the paper's machine: each must hold in every record, so a re-record that breaks one fails
-#: here.  The others are findings, stated with their experiments in docs/paper.md: T3 below
-#: the ideal on every FC layer holds at scale 1 and not at 0.5; T3-MCA above T3 on the FC
-#: layers, MCA leaving the OP layers alone and the GEMM reads saved more at TP 16 hold at
-#: neither.
+#: here.  The others are findings, stated with their experiments in docs/paper.md: T3-MCA
+#: above T3 on the FC layers, MCA leaving every OP GPU alone and the GEMM reads saved more at
+#: TP 16 hold at neither scale.
 REPRODUCED = (
+    "FC layers: T3 below Ideal-GEMM-RS-Overlap (6.1.2)",
     "FC layers: MCA's calibration chooses 5 or 10 (4.5, 6.1.3)",
     "The RS with NMC alone faster than Sequential's RS (6.1.1)",
 )
