@@ -199,6 +199,7 @@ def test_a_paper_job_passes_the_period_on(monkeypatch):
         return {"verified": True, "status": {}, "workload": {}, "cycles": 1,
                 "phase_cycles": {}, "dram": {}, "arbiter_threshold": [], "compute_wait": 0,
                 "l2": None, "simulated_cycles": 1, "mcq_occupancy": None, "dram_rows": None,
+                "dram_capped": None,
                 "timeline": {"samples": ["x"]} if kwargs.get("timeline") else None}
     monkeypatch.setattr(run, "run_config", fake_run_config)
     assert run_case("T-NLG-OP-TP8", "t3", 0.5, timeline=250)["timeline"] == {"samples": ["x"]}

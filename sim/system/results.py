@@ -7,8 +7,8 @@ from l2.config import COUNTERS as L2_COUNTER_REGS
 from linklayer.config import LINK_COUNTERS
 
 
-__all__ = ["COUNTERS", "L2_COUNTERS", "FRFCFS_COUNTERS", "CATEGORIES", "dram_accesses", "link_utilization",
-           "compare_chunk"]
+__all__ = ["COUNTERS", "L2_COUNTERS", "FRFCFS_COUNTERS", "CATEGORIES", "dram_accesses",
+           "link_utilization", "compare_chunk"]
 
 
 #: The DRAM access categories of :func:`dram_accesses` (paper Figure 18), in its table's order.
