@@ -6,7 +6,7 @@ import operator
 from functools import reduce
 from types import SimpleNamespace
 
-from amaranth import Array, C, Cat, Const, Module, Mux, Signal
+from amaranth import Array, C, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -50,6 +50,17 @@ def _index(onehot):
     bits = max(1, (len(onehot) - 1).bit_length())
     return Cat(*(reduce(operator.or_, [onehot[s] for s in range(len(onehot)) if (s >> b) & 1],
                         C(0, 1)) for b in range(bits)))
+
+
+def _wire(m, value, name):
+    """``value`` as a signal of its own.  Amaranth builds an expression's logic again wherever
+    it is used: the slots' next-state logic reads these values once per slot, and built per
+    slot they made the unit's Verilog several times larger (and its export, verilation and
+    simulation slower)."""
+    value = Value.cast(value)
+    sig = Signal(value.shape(), name=name)
+    m.d.comb += sig.eq(value)
+    return sig
 
 
 def _select(onehot, values):
@@ -216,10 +227,12 @@ class FRFCFSUnit(wiring.Component):
         def ready(array):
             return Cat(*(sig == 0 for sig in array))
 
-        col_ready, bg_ready = ready(col_ok), ready(bg_free)
-        wtr_ready = ready(wtr_l) & Cat(*([wtr_s == 0] * ng))
-        pre_ready = is_open & ready(ras_ok) & ready(wtp)
-        act_ready = ~is_open & ready(act_ok) & Cat(*([rrd == 0] * nb))
+        col_ready = _wire(m, ready(col_ok), "col_ready")
+        bg_ready = _wire(m, ready(bg_free), "bg_ready")
+        wtr_ready = _wire(m, ready(wtr_l) & Cat(*([wtr_s == 0] * ng)), "wtr_ready")
+        pre_ready = _wire(m, is_open & ready(ras_ok) & ready(wtp), "pre_ready")
+        act_ready = _wire(m, ~is_open & ready(act_ok) & Cat(*([rrd == 0] * nb)), "act_ready")
+        ccd_ready = _wire(m, any_free == 0, "ccd_ready")
 
         # --- the oldest queued command, and the bypass cap ----------------------------------
         oldest = st.oldest
@@ -233,15 +246,15 @@ class FRFCFSUnit(wiring.Component):
         m.d.comb += col_cand.eq(Cat(*(
             waiting[s] & (bad[s] | (
                 hit[s] & ~dep[s] & (haz[s] == 0) & (bank_oh[s] & col_ready).any() &
-                (group_oh[s] & bg_ready).any() & (any_free == 0) &
+                (group_oh[s] & bg_ready).any() & ccd_ready &
                 (~reading[s] | (group_oh[s] & wtr_ready).any())))
             for s in range(R))) & Mux(capped, oldest, every))
         c_oh = st.col
         m.d.comb += c_oh.eq(oldest_first(m, col_cand, head, "col_pick_"))
-        issue = c_oh.any()
+        issue = _wire(m, c_oh.any(), "col_issue")
         c_idx = Signal(range(R), name="col_slot")
         m.d.comb += c_idx.eq(_index(c_oh))
-        c_bad = (c_oh & bad).any()
+        c_bad = _wire(m, (c_oh & bad).any(), "col_bad")
         do_err = Signal(name="do_err")
         do_col = Signal(name="do_col")
         m.d.comb += [do_err.eq(issue & c_bad), do_col.eq(issue & ~c_bad)]
@@ -250,7 +263,8 @@ class FRFCFSUnit(wiring.Component):
         c_beat = Signal(cap_bits, name="col_beat")
         m.d.comb += [c_bank.eq(_select(c_oh, bank_oh)), c_group.eq(_select(c_oh, group_oh)),
                      c_beat.eq(_select(c_oh, beat))]
-        c_write = (c_oh & writing).any()
+        c_write = _wire(m, (c_oh & writing).any(), "col_write")
+        write_issued = _wire(m, do_col & c_write, "col_write_issued")
         c = req_layout(Signal(req_layout, name="col_cmd"))
         m.d.comb += [pr.addr.eq(c_idx), c.eq(pr.data)]
 
@@ -259,20 +273,19 @@ class FRFCFSUnit(wiring.Component):
         live_hit = waiting & hit & ~bad
         m.d.comb += queued_hit.eq(reduce(operator.or_, [
             Mux(live_hit[s], bank_oh[s], 0) for s in range(R)]))
-        row_ok = (pre_ready & ~queued_hit) | act_ready
-        row_ok_capped = pre_ready | act_ready
+        row_ok = _wire(m, Mux(capped, pre_ready | act_ready, (pre_ready & ~queued_hit) | act_ready),
+                       "row_ok")
         row_cand = st.row_cand
         m.d.comb += row_cand.eq(Cat(*(
-            waiting[s] & ~bad[s] & ~hit[s] &
-            (bank_oh[s] & Mux(capped, row_ok_capped, row_ok)).any()
+            waiting[s] & ~bad[s] & ~hit[s] & (bank_oh[s] & row_ok).any()
             for s in range(R))) & Mux(capped, oldest, every))
         r_oh = st.row
         m.d.comb += r_oh.eq(oldest_first(m, row_cand, head, "row_pick_"))
         r_bank = Signal(nb, name="row_bank")
         r_row = Signal(row_bits, name="row_row")
         m.d.comb += [r_bank.eq(_select(r_oh, bank_oh)), r_row.eq(_select(r_oh, row))]
-        do_pre = (r_bank & is_open).any()
-        do_act = (r_bank & ~is_open).any()
+        do_pre = _wire(m, (r_bank & is_open).any(), "do_pre")
+        do_act = _wire(m, (r_bank & ~is_open).any(), "do_act")
         for b in range(nb):
             with m.If(r_bank[b] & is_open[b]):
                 m.d.sync += [is_open[b].eq(0), act_ok[b].eq(load(t.RP))]
@@ -286,6 +299,7 @@ class FRFCFSUnit(wiring.Component):
         m.d.comb += [self.cmd.ready.eq(used != R), accept.eq(self.cmd.valid & self.cmd.ready)]
         a = self.cmd.payload
         a_beat, a_bad, a_group, a_bankno, a_row = decode_address(p, n, a.addr)
+        a_bad = _wire(m, a_bad, "in_bad")
         a_k = Signal(range(nb), name="in_bank")
         m.d.comb += a_k.eq(a_bankno * n.bank_groups + a_group)
         a_bank = Signal(nb, name="in_bank_oh")
@@ -293,7 +307,8 @@ class FRFCFSUnit(wiring.Component):
         a_open = (a_bank & is_open).any()
         a_on_row = Array(open_row)[a_k] == a_row
         # its bank's row as it will be after this cycle's row command
-        a_hit = Mux((a_bank & r_bank).any(), do_act & (r_row == a_row), a_open & a_on_row)
+        a_hit = _wire(m, Mux((a_bank & r_bank).any(), do_act & (r_row == a_row),
+                             a_open & a_on_row), "in_hit")
         # the youngest queued command to its beat (it waits for that one)
         same = Signal(R, name="in_same_beat")
         m.d.comb += same.eq(Cat(*(beat[s] == a_beat for s in range(R))) & waiting & ~bad & ~c_oh)
@@ -307,12 +322,17 @@ class FRFCFSUnit(wiring.Component):
         # command must wait out (a write at t - 1 - j: WRITE_DELAY - 2 - j more cycles)
         recent = [Signal(name=f"recent_write{j}") for j in range(WRITE_DELAY - 2)]
         recent_beat = [Signal(cap_bits, name=f"recent_beat{j}") for j in range(WRITE_DELAY - 2)]
-        m.d.sync += [recent[0].eq(do_col & c_write), recent_beat[0].eq(c_beat)]
+        m.d.sync += [recent[0].eq(write_issued), recent_beat[0].eq(c_beat)]
         for j in range(1, WRITE_DELAY - 2):
             m.d.sync += [recent[j].eq(recent[j - 1]), recent_beat[j].eq(recent_beat[j - 1])]
-        a_haz = Mux(do_col & c_write & (c_beat == a_beat), load(WRITE_DELAY), reduce(
+        a_haz = _wire(m, Mux(write_issued & (c_beat == a_beat), load(WRITE_DELAY), reduce(
             operator.or_, [Mux(recent[j] & (recent_beat[j] == a_beat), WRITE_DELAY - 2 - j, 0)
-                           for j in range(WRITE_DELAY - 2)]))
+                           for j in range(WRITE_DELAY - 2)])), "in_haz")
+        a_dep = _wire(m, same.any() & ~a_bad, "in_dep")
+        a_dep_on = _wire(m, _index(youngest), "in_dep_on")
+        a_read = _wire(m, a.op == Op.READ, "in_read")
+        a_write = _wire(m, (a.op == Op.STORE) | (a.op == Op.UPDATE), "in_write")
+        a_group_oh = _wire(m, Const(1, ng) << a_group if ng > 1 else C(1, 1), "in_group_oh")
 
         # --- each slot's next state ----------------------------------------------------------
         for s in range(R):
@@ -321,12 +341,10 @@ class FRFCFSUnit(wiring.Component):
             with m.If(here):
                 m.d.sync += [
                     waiting[s].eq(1), bad[s].eq(a_bad), hit[s].eq(a_hit),
-                    reading[s].eq(a.op == Op.READ),
-                    writing[s].eq((a.op == Op.STORE) | (a.op == Op.UPDATE)),
+                    reading[s].eq(a_read), writing[s].eq(a_write),
                     conflict[s].eq(0), miss[s].eq(0),
-                    dep[s].eq(same.any() & ~a_bad), dep_on[s].eq(_index(youngest)),
-                    haz[s].eq(a_haz), bank_oh[s].eq(a_bank),
-                    group_oh[s].eq(Const(1, ng) << a_group if ng > 1 else 1),
+                    dep[s].eq(a_dep), dep_on[s].eq(a_dep_on),
+                    haz[s].eq(a_haz), bank_oh[s].eq(a_bank), group_oh[s].eq(a_group_oh),
                     row[s].eq(a_row), beat[s].eq(a_beat), matured[s].eq(0),
                 ]
             with m.Else():
@@ -344,7 +362,7 @@ class FRFCFSUnit(wiring.Component):
                 with m.If(issue & (dep_on[s] == c_idx)):
                     m.d.sync += dep[s].eq(0)
                 # a write to its beat issued: the atomicity stall
-                with m.If(do_col & c_write & (beat[s] == c_beat)):
+                with m.If(write_issued & (beat[s] == c_beat)):
                     m.d.sync += haz[s].eq(load(WRITE_DELAY))
                 with m.Elif(haz[s] != 0):
                     m.d.sync += haz[s].eq(haz[s] - 1)
@@ -397,7 +415,7 @@ class FRFCFSUnit(wiring.Component):
             v, sl = Signal(name=f"age{k}_valid"), Signal(range(R), name=f"age{k}_slot")
             m.d.sync += [v.eq(age_valid), sl.eq(age_slot)]
             age_valid, age_slot = v, sl
-        pop = self.resp.valid & self.resp.ready
+        pop = _wire(m, self.resp.valid & self.resp.ready, "pop")
         # the oldest command's response, matured or maturing now (written into the queue
         # CL - WRITE_DELAY cycles ago, so readable)
         m.d.comb += [self.resp.valid.eq(matured.bit_select(head, 1) |
