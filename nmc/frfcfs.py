@@ -55,8 +55,8 @@ def _index(onehot):
 def _wire(m, value, name):
     """``value`` as a signal of its own.  Amaranth builds an expression's logic again wherever
     it is used: the slots' next-state logic reads these values once per slot, and built per
-    slot they made the unit's Verilog several times larger (and its export, verilation and
-    simulation slower)."""
+    slot they made the unit's Verilog several times larger and its export and verilation
+    slower (Verilator removes the copies, so the simulation's speed is the same)."""
     value = Value.cast(value)
     sig = Signal(value.shape(), name=name)
     m.d.comb += sig.eq(value)
@@ -273,8 +273,8 @@ class FRFCFSUnit(wiring.Component):
         live_hit = waiting & hit & ~bad
         m.d.comb += queued_hit.eq(reduce(operator.or_, [
             Mux(live_hit[s], bank_oh[s], 0) for s in range(R)]))
-        row_ok = _wire(m, Mux(capped, pre_ready | act_ready, (pre_ready & ~queued_hit) | act_ready),
-                       "row_ok")
+        row_ok = _wire(m, Mux(capped, pre_ready | act_ready,
+                              (pre_ready & ~queued_hit) | act_ready), "row_ok")
         row_cand = st.row_cand
         m.d.comb += row_cand.eq(Cat(*(
             waiting[s] & ~bad[s] & ~hit[s] & (bank_oh[s] & row_ok).any()
