@@ -140,26 +140,31 @@ def check_l2(r, config):
                                       L2_CASES))
 def test_end_to_end_bit_exact_with_an_l2(simulator, config, tmp_path, t3_options):
     """The paper rings' node and engines: an L2 between the CUs and the memory controller, NMC
-    units that schedule row commands bank-parallel (``docs/nmc.md``), every request announced
-    by the arbiter's tap, and WGs that stream their panels in K slices (four here, two staged:
-    ``docs/engine.md``).  The same bit-exact result and DRAM writes by category as without an
-    L2 (the L2 writes every cached output beat back once), and the L2's counters agree with
-    the DRAM's; no status bit latched (an unannounced command would latch one), and every
-    DRAM access of the timed phases a row hit, miss or conflict.  The timeline samples the
-    L2's read hits and misses too: never more than the run's, a hit rate in [0, 1] in the
-    GEMM's intervals, and the trace's hit-rate counter carries it."""
+    units that schedule FR-FCFS (``docs/nmc.md``) behind an MC arbiter that counts each
+    request until its column command (``retire``), and WGs that stream their panels in K
+    slices (four here, two staged: ``docs/engine.md``).  The same bit-exact result and DRAM
+    writes by category as without an L2 and in-order units (the L2 writes every cached output
+    beat back once), and the L2's counters agree with the DRAM's; no status bit latched, every
+    DRAM access of the timed phases a row hit, miss or conflict, and the bypass cap's count
+    per phase within what the phase's accesses allow (each time needs ``BYPASS_CAP`` column
+    commands passing the oldest).  The timeline samples the L2's read hits and misses too:
+    never more than the run's, a hit rate in [0, 1] in the GEMM's intervals, and the trace's
+    hit-rate counter carries it."""
+    from nmc.config import BYPASS_CAP
     from sim.system.timeline import series
     from sim.system.trace import events
     gpus = 2
     spec = GemmSpec(n=16 * gpus, k_slice=16, **SMALL)
     r = run_config(spec, gpus, config, sim=simulator, build_dir=tmp_path,
-                   seed=t3_options.seed, l2=TEST_L2, timeline=50,
-                   dram_scheduler="bank-parallel")
+                   seed=t3_options.seed, l2=TEST_L2, timeline=50, dram_scheduler="fr-fcfs")
     assert r["verified"] is True
     assert Workload(spec, gpus, T3Params()).wg_slices() == 4
     check_traffic(r, spec, gpus, config)
     check_l2(r, config)
     check_bank_parallel(r)
+    assert set(r["dram_capped"]) == set(r["dram_rows"])
+    for phase, capped in r["dram_capped"].items():
+        assert 0 <= capped * BYPASS_CAP <= sum(r["dram_rows"][phase].values()), (phase, capped)
     regs = r["timeline"]["regs"]
     assert regs[-2:] == ["l2.read_hits", "l2.read_misses"]
     last = r["timeline"]["samples"][-1]["gpus"]
@@ -207,42 +212,24 @@ def check_bank_parallel(r):
 
 
 @pytest.mark.cocotb
-@pytest.mark.soak       # a ring of its own; the default suite runs the scheduler with the L2
-def test_end_to_end_bit_exact_with_bank_parallel_row_commands(tmp_path, t3_options):
-    """Nodes whose NMC units schedule row commands bank-parallel, without an L2: each
-    configuration bit-exact with the same DRAM traffic by category as in order
-    (:func:`check_traffic`, :func:`check_bank_parallel`)."""
+@pytest.mark.soak       # rings of their own; the paper rings' units, FR-FCFS, run by default
+@pytest.mark.parametrize("l2", [False, True], ids=["no-l2", "l2"])
+def test_end_to_end_bit_exact_with_bank_parallel_row_commands(l2, tmp_path, t3_options):
+    """Nodes whose NMC units schedule row commands bank-parallel, without an L2 and with one
+    (its WGs streaming K slices): each configuration bit-exact with the same DRAM traffic by
+    category as in order (:func:`check_traffic`, :func:`check_bank_parallel`), and with the
+    L2 its counters agreeing with the DRAM's."""
     gpus = 2
-    spec = GemmSpec(n=16 * gpus, **SMALL)
+    spec = GemmSpec(n=16 * gpus, **SMALL, **({"k_slice": 16} if l2 else {}))
     for config in CONFIGS:
         r = run_config(spec, gpus, config, build_dir=tmp_path / config,
-                       seed=t3_options.seed, dram_scheduler="bank-parallel")
+                       seed=t3_options.seed, dram_scheduler="bank-parallel",
+                       **({"l2": TEST_L2} if l2 else {}))
         assert r["verified"] is True
         check_traffic(r, spec, gpus, config)
         check_bank_parallel(r)
-
-
-@pytest.mark.cocotb
-def test_end_to_end_bit_exact_with_frfcfs_nmc_units(tmp_path, t3_options):
-    """Nodes whose NMC units schedule FR-FCFS (``docs/nmc.md``) behind an MC arbiter that
-    counts each request until its column command (``retire``), with an L2 and WGs that stream
-    their K slices: T3-MCA bit-exact with the DRAM traffic by category of the in-order
-    units (:func:`check_traffic`), the L2's counters agreeing with the DRAM's, no status bit
-    latched, every DRAM access of the timed phases a row hit, miss or conflict, and the
-    bypass cap's count per phase within what the phase's accesses allow (each time needs
-    ``BYPASS_CAP`` column commands passing the oldest)."""
-    from nmc.config import BYPASS_CAP
-    gpus = 2
-    spec = GemmSpec(n=16 * gpus, k_slice=16, **SMALL)
-    r = run_config(spec, gpus, "t3-mca", build_dir=tmp_path, seed=t3_options.seed,
-                   l2=TEST_L2, dram_scheduler="fr-fcfs")
-    assert r["verified"] is True
-    check_traffic(r, spec, gpus, "t3-mca")
-    check_l2(r, "t3-mca")
-    check_bank_parallel(r)
-    assert set(r["dram_capped"]) == set(r["dram_rows"])
-    for phase, capped in r["dram_capped"].items():
-        assert 0 <= capped * BYPASS_CAP <= sum(r["dram_rows"][phase].values()), (phase, capped)
+        if l2:
+            check_l2(r, config)
 
 
 @pytest.mark.cocotb
