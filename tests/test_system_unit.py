@@ -1121,3 +1121,34 @@ def test_the_idle_rate_of_a_workload_is_its_runs_ring(monkeypatch):
     plan = run.run_plan(spec, 8, "t3", sim="verilator", check=False)
     assert keys == [plan.key, run.ring_build(8, "verilator")[2]]
     assert keys[0] != keys[1]
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["passes", "fails"])
+def test_a_run_without_a_folder_leaves_none_behind_unless_it_fails(fails, tmp_path,
+                                                                  monkeypatch):
+    """A run (and an idle ring) given no ``build_dir`` works in a temporary folder that it
+    removes once it has the result: a ``t3 paper`` of 84 runs leaves nothing in the system's
+    temporary folder.  A run that fails keeps its folder, whose simulator log its error
+    names."""
+    import tempfile
+    from sim.system import run
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def simulate(make, top, module, testcase, config, sim, build_dir, **kwargs):
+        (build_dir / "sim.log").write_text("the simulator's log\n")
+        if fails:
+            raise AssertionError(f"1 of 1 cocotb tests failed on {sim}; "
+                                 f"log: {build_dir / 'sim.log'}")
+        return {"verified": True}
+    monkeypatch.setattr(run, "run_for_result", simulate)
+    spec = GemmSpec(m=32, n=64, k=64, cus=2)
+    if fails:
+        with pytest.raises(AssertionError, match="cocotb tests failed") as failure:
+            run.run_config(spec, 2, "t3", sim="verilator")
+        (kept,) = tmp_path.iterdir()
+        assert kept.name.startswith("t3_system_t3_")
+        assert str(kept / "sim.log") in str(failure.value) and (kept / "sim.log").exists()
+    else:
+        assert run.run_config(spec, 2, "t3", sim="verilator") == {"verified": True}
+        assert run.idle_rate(2, sim="verilator") == {"verified": True}
+        assert list(tmp_path.iterdir()) == []

@@ -49,12 +49,17 @@ def simulate_board(spec=BOARD_SPEC, config="t3", *, bparams=None, sim=None, seed
     bparams = sim_board(bparams)
     check_board_config(spec, config, bparams)
     sim = sim or default_sim()
-    build_dir = Path(build_dir or tempfile.mkdtemp(prefix="t3_board_"))
+    scratch = build_dir is None     # a folder of its own, gone after a success (a failure's
+    build_dir = Path(build_dir or tempfile.mkdtemp(prefix="t3_board_"))   # error names its log)
     key = design_key(BoardCore, bparams.to_dict()) if cache else None
-    return run_for_result(lambda: BoardCore(bparams), "t3_board", tb.__name__, "run_board",
-                          {"board": bparams.to_dict(), "spec": spec.__dict__,
-                           "config": config, "seed": seed}, sim, build_dir, cache_key=key,
-                          cxx_opt="-O1")
+    result = run_for_result(lambda: BoardCore(bparams), "t3_board", tb.__name__, "run_board",
+                            {"board": bparams.to_dict(), "spec": spec.__dict__,
+                             "config": config, "seed": seed}, sim, build_dir, cache_key=key,
+                            cxx_opt="-O1")
+    if scratch:
+        import shutil
+        shutil.rmtree(build_dir, ignore_errors=True)
+    return result
 
 
 def run_on_board(port, spec=BOARD_SPEC, config="t3", *, bparams=None, seed=1, progress=None):

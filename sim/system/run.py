@@ -4,6 +4,7 @@ commands, ``t3 bench system`` and the system tests use this)."""
 import dataclasses
 import math
 import os
+import shutil
 import tempfile
 import threading
 from pathlib import Path
@@ -610,10 +611,14 @@ def idle_rate(gpus, *, sim=None, cycles=20_000, build_dir=None, spec=None, **kwa
     else:
         top, make, key = ring_build(gpus, sim, **kwargs)
         cxx_opt, verilator_args = CXX_OPT, ring_verilator_args(sim, kwargs.get("linklayer"))
+    scratch = build_dir is None                     # a folder of its own, gone after a success
     build_dir = Path(build_dir or tempfile.mkdtemp(prefix="t3_idle_"))
-    return run_for_result(make, top, tb.__name__, "idle_ring", {"cycles": cycles}, sim,
-                          build_dir, cache_key=key, cxx_opt=cxx_opt,
-                          verilator_args=verilator_args)
+    result = run_for_result(make, top, tb.__name__, "idle_ring", {"cycles": cycles}, sim,
+                            build_dir, cache_key=key, cxx_opt=cxx_opt,
+                            verilator_args=verilator_args)
+    if scratch:
+        shutil.rmtree(build_dir, ignore_errors=True)
+    return result
 
 
 @dataclasses.dataclass(frozen=True)
@@ -702,8 +707,10 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                reset_gpu=None, recover=False, topology="ring", collective="ring",
                dma_buffer=None, dram_scheduler=None):
     """Run ``config`` on a ring of ``gpus``; returns the result dict of
-    :func:`sim.system.testbench.run_system`.  ``progress(line)`` sees the testbench's progress
-    lines.  ``engines``: the GPU-side engines in the ring's RTL that make the GPUs' traffic
+    :func:`sim.system.testbench.run_system`.  ``build_dir``: the run's folder (its simulator
+    log and result); without one, a temporary folder that a successful run removes (one that
+    fails keeps it: the error names its log) unless ``wave`` needs its design.
+    ``progress(line)`` sees the testbench's progress lines.  ``engines``: the GPU-side engines in the ring's RTL that make the GPUs' traffic
     (``True``: :func:`engine_params_for` the ring, :data:`ENGINE_PARAMS` up to 16 GPUs; or an
     :class:`EngineParams`).  ``cxx_opt``: the Verilator model's C++ optimisation (default
     :data:`CXX_OPT`; with a ``wave``, :data:`WAVES_CXX_OPT` unless ``T3_CXX_OPT`` is set).
@@ -752,6 +759,7 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                     collective=collective, wave=wave, wave_scope=wave_scope,
                     dma_buffer=dma_buffer, dram_scheduler=dram_scheduler)
     sim, top, make, key = plan.sim, plan.top, plan.make, plan.key
+    scratch = build_dir is None and not wave        # a folder of its own, gone after a success
     build_dir = Path(build_dir or tempfile.mkdtemp(prefix=f"t3_system_{config}_"))
     build_dir.mkdir(parents=True, exist_ok=True)
     progress_file = build_dir / "progress.txt"
@@ -780,6 +788,8 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
         stop.set()
         if watcher is not None:
             watcher.join()
+    if scratch:                 # a failure keeps it: its error names the simulator's log there
+        shutil.rmtree(build_dir, ignore_errors=True)
     if wave:
         dumps = sorted(build_dir.glob("*.vcd")) + sorted(build_dir.glob("*.fst"))
         if not dumps:
