@@ -49,8 +49,9 @@ def simulate_board(spec=BOARD_SPEC, config="t3", *, bparams=None, sim=None, seed
     bparams = sim_board(bparams)
     check_board_config(spec, config, bparams)
     sim = sim or default_sim()
-    scratch = build_dir is None     # a folder of its own, gone after a success (a failure's
-    build_dir = Path(build_dir or tempfile.mkdtemp(prefix="t3_board_"))   # error names its log)
+    # without a folder, one of its own, gone after a success (a failure's error names its log)
+    scratch = build_dir is None
+    build_dir = Path(build_dir or tempfile.mkdtemp(prefix="t3_board_"))
     key = design_key(BoardCore, bparams.to_dict()) if cache else None
     result = run_for_result(lambda: BoardCore(bparams), "t3_board", tb.__name__, "run_board",
                             {"board": bparams.to_dict(), "spec": spec.__dict__,

@@ -710,10 +710,11 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     :func:`sim.system.testbench.run_system`.  ``build_dir``: the run's folder (its simulator
     log and result); without one, a temporary folder that a successful run removes (one that
     fails keeps it: the error names its log) unless ``wave`` needs its design.
-    ``progress(line)`` sees the testbench's progress lines.  ``engines``: the GPU-side engines in the ring's RTL that make the GPUs' traffic
-    (``True``: :func:`engine_params_for` the ring, :data:`ENGINE_PARAMS` up to 16 GPUs; or an
-    :class:`EngineParams`).  ``cxx_opt``: the Verilator model's C++ optimisation (default
-    :data:`CXX_OPT`; with a ``wave``, :data:`WAVES_CXX_OPT` unless ``T3_CXX_OPT`` is set).
+    ``progress(line)`` sees the testbench's progress lines.  ``engines``: the GPU-side
+    engines in the ring's RTL that make the GPUs' traffic (``True``: :func:`engine_params_for`
+    the ring, :data:`ENGINE_PARAMS` up to 16 GPUs; or an :class:`EngineParams`).
+    ``cxx_opt``: the Verilator model's C++ optimisation (default :data:`CXX_OPT`; with a
+    ``wave``, :data:`WAVES_CXX_OPT` unless ``T3_CXX_OPT`` is set).
     ``timeline``: sample every GPU's timeline counters every that many
     cycles (``result["timeline"]``, :mod:`sim.system.timeline`).  ``mcq_depth``: the memory
     controller queue's entries (default the node's); ``dma_buffer``: the DMA engine's payload
