@@ -1126,21 +1126,24 @@ def test_the_idle_rate_of_a_workload_is_its_runs_ring(monkeypatch):
 @pytest.mark.parametrize("fails", [False, True], ids=["passes", "fails"])
 def test_a_run_without_a_folder_leaves_none_behind_unless_it_fails(fails, tmp_path,
                                                                   monkeypatch):
-    """A run (and an idle ring) given no ``build_dir`` works in a temporary folder that it
-    removes once it has the result: a ``t3 paper`` of 84 runs leaves nothing in the system's
+    """A run given no ``build_dir`` (a ring's, an idle ring's, any block's through
+    :func:`sim.harness.runner.run_for_result`) works in a temporary folder that it removes
+    once it has the result: a ``t3 paper`` of 84 runs leaves nothing in the system's
     temporary folder.  A run that fails keeps its folder, whose simulator log its error
     names."""
+    import json
     import tempfile
+    from pathlib import Path
+    import sim.harness.runner as runner
     from sim.system import run
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
-    def simulate(make, top, module, testcase, config, sim, build_dir, **kwargs):
+    def simulate(component, toplevel, test_module, build_dir, *, config, **kwargs):
         (build_dir / "sim.log").write_text("the simulator's log\n")
         if fails:
-            raise AssertionError(f"1 of 1 cocotb tests failed on {sim}; "
-                                 f"log: {build_dir / 'sim.log'}")
-        return {"verified": True}
-    monkeypatch.setattr(run, "run_for_result", simulate)
+            raise AssertionError(f"1 of 1 cocotb tests failed; log: {build_dir / 'sim.log'}")
+        Path(config["out"]).write_text(json.dumps({"verified": True}))
+    monkeypatch.setattr(runner, "run_cocotb", simulate)
     spec = GemmSpec(m=32, n=64, k=64, cus=2)
     if fails:
         with pytest.raises(AssertionError, match="cocotb tests failed") as failure:
@@ -1151,4 +1154,6 @@ def test_a_run_without_a_folder_leaves_none_behind_unless_it_fails(fails, tmp_pa
     else:
         assert run.run_config(spec, 2, "t3", sim="verilator") == {"verified": True}
         assert run.idle_rate(2, sim="verilator") == {"verified": True}
+        assert runner.run_for_result(None, "t3_toy", "tb", "t", {}, "icarus") == \
+            {"verified": True}
         assert list(tmp_path.iterdir()) == []

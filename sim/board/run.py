@@ -41,26 +41,17 @@ def simulate_board(spec=BOARD_SPEC, config="t3", *, bparams=None, sim=None, seed
     """The host program against :class:`system.board.BoardCore` exported and simulated
     (cocotb on its serial pins); returns the run's result dict (``verified``, the phases'
     cycles, ``serial_commands``, ``leds``, ``sim_cycles``)."""
-    import tempfile
-    from pathlib import Path
     import sim.board.cocotb_tests as tb
     from sim.harness.runner import default_sim, design_key, run_for_result
     from system.board import BoardCore
     bparams = sim_board(bparams)
     check_board_config(spec, config, bparams)
     sim = sim or default_sim()
-    # without a folder, one of its own, gone after a success (a failure's error names its log)
-    scratch = build_dir is None
-    build_dir = Path(build_dir or tempfile.mkdtemp(prefix="t3_board_"))
     key = design_key(BoardCore, bparams.to_dict()) if cache else None
-    result = run_for_result(lambda: BoardCore(bparams), "t3_board", tb.__name__, "run_board",
-                            {"board": bparams.to_dict(), "spec": spec.__dict__,
-                             "config": config, "seed": seed}, sim, build_dir, cache_key=key,
-                            cxx_opt="-O1")
-    if scratch:
-        import shutil
-        shutil.rmtree(build_dir, ignore_errors=True)
-    return result
+    return run_for_result(lambda: BoardCore(bparams), "t3_board", tb.__name__, "run_board",
+                          {"board": bparams.to_dict(), "spec": spec.__dict__,
+                           "config": config, "seed": seed}, sim, build_dir, cache_key=key,
+                          cxx_opt="-O1")
 
 
 def run_on_board(port, spec=BOARD_SPEC, config="t3", *, bparams=None, seed=1, progress=None):

