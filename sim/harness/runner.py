@@ -130,8 +130,8 @@ PCH_FIX = "CFG_CXXFLAGS_PCH_I=-include"
 
 #: The C++ compiler of every Verilator model (``T3_CXX`` overrides it).  Clang: the paper
 #: rings' models, whose per-cycle functions are large, run 1.8 times as fast as GCC 12's
-#: (Mega-GPT-2 OP TP 8 at scale 0.5 under T3, the same cycles: 14,300-14,600 cycles/s
-#: against 7,600-7,950 at ``-O2`` and ``-O3`` alike), the default 4-GPU ring's 1.05-1.09
+#: (Mega-GPT-2 OP TP 8 at scale 0.5 under T3, the same cycles: 13,550-14,600 cycles/s
+#: against 7,450-7,950 at ``-O2`` and ``-O3`` alike), the default 4-GPU ring's 1.05-1.09
 #: times (docs/system.md).  Verilator's threads runtime needs libatomic under Clang.
 DEFAULT_CXX = "clang++"
 
