@@ -1192,9 +1192,9 @@ def build_parser():
                             "(default all; sequential is always run, the speedups are over it)")
     paper.add_argument("--scale", type=_scale_arg, default=0.5,
                        help="size of the scaled GPU, 0 < SCALE <= 1: 8 x SCALE CUs, and the WGs "
-                            "per ring step with them (default 0.5: 15 to 20 minutes on 2 cores, "
-                            "ring builds included, the 16-GPU runs the longest; run time "
-                            "grows with the scale)")
+                            "per ring step with them (default 0.5: 7 minutes on 2 cores with the "
+                            "rings built, the 16-GPU runs the longest; run time grows with the "
+                            "scale)")
     paper.add_argument("--out", default="paper-report", metavar="DIR", type=_folder_arg,
                        help="report folder: report.md, figure16/18 .png and .svg, results.json "
                             "(default paper-report)")
