@@ -36,7 +36,7 @@ def build(name):
     ``t3 synth ecp5 NAME`` builds with no options (its options default to these dataclasses'
     fields; ``tests/test_pnr.py`` checks the two agree)."""
     from hw.params import T3Params
-    from sim.system.run import MEMORY_ROWS, node_params
+    from system.spec import PAPER_L2, node_for
     if name == "tracker":
         from tracker.config import TrackerParams
         from tracker.rtl import Tracker
@@ -54,10 +54,9 @@ def build(name):
         from nmc.rtl import NMCUnit
         return NMCUnit(T3Params(), NMCParams()), "t3_nmc"
     if name in ("node", "node-l2"):
-        from sim.system.run import PAPER_L2
         from system.node import GPUNode
         l2 = PAPER_L2 if name == "node-l2" else None
-        return GPUNode(T3Params(), node_params(MEMORY_ROWS, l2=l2)), "t3_node"
+        return GPUNode(T3Params(), node_for(l2=l2)), "t3_node"
     if name == "board":
         from system.board import BoardTop
         return BoardTop(), "t3_board"

@@ -68,8 +68,7 @@ def line_rate(sim, length, packets=PACKETS):
 
 
 def main(sims=None, synth=True):
-    from sim.system.run import LINK_LATENCY
-    from sim.system.workload import LINK_BANDWIDTH
+    from system.spec import LINK_BANDWIDTH, LINK_LATENCY
     sim = (sims or ["verilator"])[0]
     for length in LENGTHS:
         r = line_rate(sim, length)

@@ -47,21 +47,22 @@ GPU_RATE_FLOOR = 0.8
 def speed_lines(sim, gpus):
     """The idle, run and build figures of one ring size, all of the ring the default
     workload runs on (its memory rows and engines sized for that workload:
-    :func:`sim.system.run.memory_rows_for`, :func:`sim.system.run.engine_params_for`)."""
+    :func:`sim.system.run.workload_memory_rows`, :func:`system.spec.engine_params_for`)."""
     import os
     import tempfile
     import time
-    from sim.system.run import idle_rate, memory_rows_for
+    from sim.system.run import idle_rate, run_plan, workload_memory_rows
     from sim.system.workload import workload_spec
     saved = os.environ.get("T3_BUILD_CACHE")
     spec = workload_spec(gpus)
+    ring = run_plan(spec, gpus, "t3", sim=sim, check=False).ring
     with tempfile.TemporaryDirectory(prefix="t3_bench_cache_") as cache:
         os.environ["T3_BUILD_CACHE"] = cache     # an empty cache: the build is measured
         try:
             start = time.perf_counter()
-            idle_rate(gpus, sim=sim, cycles=100, spec=spec)
+            idle_rate(ring, sim=sim, cycles=100)
             build = time.perf_counter() - start
-            idle = max((idle_rate(gpus, sim=sim, spec=spec,
+            idle = max((idle_rate(ring, sim=sim,
                                   cycles=100_000 if sim == "verilator" else 10_000)
                         for _ in range(REPEATS)), key=lambda run: run["cycles_per_s"])
             r = max((run_config(spec, gpus, "t3", sim=sim) for _ in range(REPEATS)),
@@ -74,7 +75,7 @@ def speed_lines(sim, gpus):
     rate = r["cycles_per_s"]
     tag = f"{sim}.{gpus}gpu"
     lines = [f"system.build_s.{tag}: {build:.0f} s (export and build of the {gpus}-GPU ring, "
-             f"{memory_rows_for(gpus, spec)} HBM rows a bank)",
+             f"{workload_memory_rows(gpus, spec)} HBM rows a bank)",
              f"system.idle.{tag}: {idle['cycles_per_s']:.0f} cycles/s (the ring alone: the "
              f"limit; the best of {REPEATS} runs, as every speed here)",
              f"system.sim_speed.{tag}: {rate:.0f} cycles/s ({spec.m} x {spec.n} x {spec.k} "

@@ -69,7 +69,7 @@ class BoardParams:
     type), 16 KiB of HBM model, a two-way Tracker (the node's 8 ways are 4,900 LUTs of per-way
     compares and forwarding; the board's GEMM needs one way), engines of two WG slots and a
     512-beat memory, joined by the simulation system's scaled links (64 cycles, 1.2 bytes per
-    cycle: ``sim.system.run.LINK_LATENCY``, ``sim.system.workload.LINK_BANDWIDTH``)."""
+    cycle: :data:`system.spec.LINK_LATENCY`, :data:`system.spec.LINK_BANDWIDTH`)."""
     gpus: int = 2
     beat_bits: int = 128
     formats: tuple = ("fp16",)
@@ -296,9 +296,12 @@ class BoardCore(wiring.Component):
         from system.ring import Ring
         self.bparams = bparams
         self.reset_buffer = reset_buffer
+        # the board's links charge a packet's header a beat (as placed and measured in
+        # docs/fpga.md); the simulation system's, the paper's link model, do not
         self.ring = Ring(bparams.params, bparams.nparams, gpus=bparams.gpus,
                          latency=bparams.link_latency, num=bparams.link_num,
-                         den=bparams.link_den, engines=bparams.engine, clocked=False,
+                         den=bparams.link_den, charge_headers=True,
+                         engines=bparams.engine, clocked=False,
                          flat=flat, engine_formats=bparams.engine_elem_types)
         self.instanced_modules = self.ring.instanced_modules
         self.host = BoardHost(bparams)

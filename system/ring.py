@@ -57,7 +57,8 @@ class Ring(wiring.Component):
     does (a GPU that fails on its own; the links and the other GPUs run on).
 
     ``charge_headers``: whether a link's packet header costs a beat of its bandwidth
-    (:class:`system.link.LinkModel`).
+    (:class:`system.link.LinkModel`).  The ring has no defaults of its own: a
+    :class:`system.spec.RingSpec` holds the system's (:meth:`system.spec.RingSpec.build`).
 
     With a link layer in the nodes (``NodeParams.linklayer``) each link also carries the
     receiver's acknowledgements back (:class:`system.link.AckLink`, the link's latency) from
@@ -91,9 +92,9 @@ class Ring(wiring.Component):
     FAULT_COUNTERS = {"faults_dropped": "dropped", "faults_flipped": "flipped",
                       "faults_duplicated": "duplicated", "faults_acks": "acks_hit"}
 
-    def __init__(self, params: T3Params, nparams: NodeParams = NodeParams(), gpus=4,
-                 latency=8, num=1, den=4, engines=None, clocked=True, flat=False,
-                 engine_formats=None, charge_headers=True, faults=False, topology="ring"):
+    def __init__(self, params: T3Params, nparams: NodeParams, *, gpus, latency, num, den,
+                 charge_headers, engines=None, clocked=True, flat=False, engine_formats=None,
+                 faults=False, topology="ring"):
         check_ring(nparams, gpus, latency, num, den)
         if topology not in TOPOLOGIES:
             raise ValueError(f"topology must be one of {', '.join(TOPOLOGIES)}, not "

@@ -33,8 +33,9 @@ from hw.params import T3Params, check_int
 from sim.blocks.tracker.demo import SIMULATORS as DEMO_SIMULATORS
 from sim.harness.runner import SIMULATORS
 from sim.system.configure import CONFIGS
-from sim.system.run import COLLECTIVES, MEMORY_ROWS
+from sim.system.run import COLLECTIVES
 from system.ring import MAX_GPUS, TOPOLOGIES
+from system.spec import FORMATS, MEMORY_ROWS
 from tracker.config import TrackerParams
 
 
@@ -270,8 +271,8 @@ def _node_args(parser):
 
 
 def _node_params(args):
-    from sim.system.run import PAPER_L2, node_params
-    return node_params(args.memory_rows, l2=PAPER_L2 if args.l2 else None)
+    from system.spec import PAPER_L2, node_for
+    return node_for(memory_rows=args.memory_rows, l2=PAPER_L2 if args.l2 else None)
 
 
 def _node(args):
@@ -280,8 +281,8 @@ def _node(args):
 
 
 def _gpu(args):
-    from sim.system.run import ENGINE_PARAMS
     from system.gpu import GPU
+    from system.spec import ENGINE_PARAMS
     return GPU(_params(args), _node_params(args), ENGINE_PARAMS)
 
 
@@ -290,19 +291,44 @@ def _ring_args(parser):
     g.add_argument("--memory-rows", type=_int_arg(1), default=None,
                    help=f"HBM rows per bank (default {MEMORY_ROWS}, {2 * MEMORY_ROWS} for more "
                         f"than 8 GPUs: what t3 run uses)")
+    g.add_argument("--formats", type=_formats_arg, default=FORMATS, metavar="T[,T...]",
+                   help=f"the element types the near-bank ALUs and the engines' adders add "
+                        f"(default {','.join(FORMATS)}; t3 run's ring: its workload's type)")
+    g.add_argument("--link-layer", action="store_true",
+                   help="the link layer between every DMA engine and its link (docs/linklayer.md)")
     g = parser.add_argument_group("ring")
     g.add_argument("--gpus", type=_int_arg(2, MAX_GPUS), default=4,
                    help=f"GPUs, 2 to {MAX_GPUS} (default 4)")
+    g.add_argument("--topology", choices=TOPOLOGIES, default="ring",
+                   help="ring (default), or mesh: every GPU linked to every other")
     g.add_argument("--link-latency", type=_int_arg(2), default=None,
                    help="link latency in cycles (default: the scaled system's)")
     g.add_argument("--link-bw", default=None, metavar="NUM/DEN",
                    help="link beats per cycle as a fraction (default: the scaled system's 3/80)")
+    _charge_headers_arg(g)
     g.add_argument("--engines", action="store_true",
                    help="the simulation top: every GPU with its traffic engine (t3 run's ring)")
 
 
+def _charge_headers_arg(group):
+    group.add_argument("--charge-headers", action="store_true",
+                       help="a link packet's header costs a beat of the link's bandwidth "
+                            "(default: headers free, as the paper's link model)")
+
+
+def _formats_arg(text):
+    """An argparse ``type``: comma-separated element types of the near-bank ALUs."""
+    from hw.interfaces import ElemType
+    known = [e.name.lower() for e in ElemType]
+    formats = tuple(f for f in text.split(",") if f)
+    if not formats or any(f not in known for f in formats) or len(set(formats)) != len(formats):
+        raise argparse.ArgumentTypeError(f"distinct element types of {', '.join(known)}, "
+                                         f"comma-separated, not {text!r}")
+    return formats
+
+
 def _link_bw(text):
-    from sim.system.workload import LINK_BANDWIDTH
+    from system.spec import LINK_BANDWIDTH
     if text is None:
         return LINK_BANDWIDTH
     try:
@@ -312,15 +338,18 @@ def _link_bw(text):
     return num, den
 
 
+def _ring_spec(args):
+    """The :class:`system.spec.RingSpec` of ``t3 export ring``'s and ``t3 synth``'s options."""
+    from system.spec import LINK_LATENCY, ring_for
+    return ring_for(args.gpus, engines=args.engines, memory_rows=args.memory_rows,
+                    formats=args.formats, linklayer=args.link_layer or None,
+                    topology=args.topology, bandwidth=_link_bw(args.link_bw),
+                    latency=LINK_LATENCY if args.link_latency is None else args.link_latency,
+                    charge_headers=args.charge_headers, params=_params(args))
+
+
 def _ring(args):
-    from sim.system.run import LINK_LATENCY, engine_params_for, memory_rows_for, node_params
-    from system.ring import Ring
-    num, den = _link_bw(args.link_bw)
-    latency = LINK_LATENCY if args.link_latency is None else args.link_latency
-    rows = memory_rows_for(args.gpus) if args.memory_rows is None else args.memory_rows
-    return Ring(_params(args), node_params(rows, gpus=args.gpus), gpus=args.gpus,
-                latency=latency, num=num, den=den,
-                engines=engine_params_for(args.gpus) if args.engines else None)
+    return _ring_spec(args).build()
 
 
 #: name -> (Verilog module name, argument adder, constructor from parsed arguments)
@@ -542,6 +571,8 @@ def _workload(args):
     ring = preset_setup(spec, args.gpus) if args.preset else {}
     if getattr(args, "memory_rows", None):
         ring["memory_rows"] = args.memory_rows
+    if getattr(args, "charge_headers", False):
+        ring["charge_headers"] = True
     return spec, ring
 
 
@@ -695,12 +726,12 @@ def cmd_run(args):
 def _topology(args, spec, ring):
     """``spec`` with ``--inputs``; ``ring`` gains ``--topology`` and ``--collective``, refused
     in one line naming the option before any output."""
-    from sim.system.run import check_topology
+    from sim.system.run import check_collective
     spec = dataclasses.replace(spec, inputs=args.inputs)
     ring.update(topology=args.topology, collective=args.collective)
     try:
-        check_topology(args.topology, getattr(args, "link_layer", False), args.collective,
-                       spec)
+        check_collective(args.collective, args.topology, args.gpus,
+                         getattr(args, "link_layer", False), spec)
     except ValueError as error:
         raise ValueError(f"--{error}") from None
     return spec
@@ -1167,6 +1198,7 @@ def build_parser():
                    metavar="KIND,...",
                    help="with --link-faults: which faults, of drop, flip, dup (default all)")
     _topology_args(run)
+    _charge_headers_arg(run)
     run.set_defaults(func=cmd_run)
 
     compare = sub.add_parser("compare", help="all configurations: the paper's Figure 16 and "
@@ -1180,6 +1212,7 @@ def build_parser():
                               "chrome://tracing, side by side (t3 run --trace's tracks)")
     _timeline_period_arg(compare, "--trace's samples")
     _topology_args(compare)
+    _charge_headers_arg(compare)
     compare.set_defaults(func=cmd_compare)
 
     paper = sub.add_parser("paper", help="the paper's evaluation on the RTL: Figures 16 and 18 "

@@ -252,12 +252,12 @@ def test_the_board_links_are_the_simulation_systems():
     # the board runs what `t3 run` simulates: the same scaled links, in bytes per cycle
     # (the board's beats are narrower than the system's)
     from fractions import Fraction
-    from sim.system.run import LINK_LATENCY, system_params
-    from sim.system.workload import LINK_BANDWIDTH
+    from hw.params import T3Params
+    from system.spec import LINK_BANDWIDTH, LINK_LATENCY
     b = BoardParams()
     assert b.link_latency == LINK_LATENCY
     assert Fraction(b.link_num, b.link_den) * b.params.beat_bytes == \
-        Fraction(*LINK_BANDWIDTH) * system_params()[0].beat_bytes
+        Fraction(*LINK_BANDWIDTH) * T3Params().beat_bytes
 
 
 # --- the host program's refusals ------------------------------------------------------------------

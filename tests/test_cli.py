@@ -295,14 +295,21 @@ def test_every_file_or_folder_a_command_writes_is_checked_first(capsys, monkeypa
     assert {p[0] for p, _ in checked} >= {"run", "compare", "paper", "export", "synth", "demo"}
 
 
-def test_export_node_and_ring(tmp_path, capsys):
-    assert main(["export", "ring", "--gpus", "2", "--out", str(tmp_path)]) == 0
-    text = (tmp_path / "t3_ring.v").read_text()
-    assert "module t3_ring(" in text and "gpu1_cfg__awaddr" in text
+def test_export_ring_refuses_a_ring_it_cannot_build(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["export", "ring", "--gpus", "65", "--out", str(tmp_path)])
     assert exit_info.value.code == 2
     assert "argument --gpus: must be an integer from 2 to 64, not 65" in capsys.readouterr().err
+    for options, message in ((["--topology", "mesh", "--gpus", "32"],
+                              "t3: error: gpus 32: a mesh has a link from every GPU to every "
+                              "other, and the system builds one of up to 17 GPUs"),
+                             (["--formats", "fp8"], "argument --formats: distinct element types "
+                                                    "of fp16, bf16, fp32, int32, comma-separated, "
+                                                    "not 'fp8'")):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["export", "ring", "--out", str(tmp_path), *options])
+        assert exit_info.value.code == 2
+        assert message in capsys.readouterr().err
 
 
 def test_compare_views_and_plot(tmp_path):
@@ -352,19 +359,51 @@ def test_compare_views_and_plot(tmp_path):
     assert speedups({"t3": results["t3-mca"]}) == {}
 
 
-def test_export_ring_gets_the_memory_t3_run_uses(monkeypatch, tmp_path):
-    """``t3 export ring --gpus 16`` exports the ring ``t3 run --gpus 16`` simulates: 16 HBM rows
-    a bank (8 for up to 8 GPUs) unless ``--memory-rows`` says otherwise."""
-    built = []
+def test_export_ring_is_the_ring_t3_run_simulates(tmp_path):
+    """``t3 export ring`` and ``t3 run`` build their rings from one spec
+    (:class:`system.spec.RingSpec`, one default a field): the Verilog ``t3 export ring
+    --engines --formats fp16`` writes is, byte for byte, the ring the default run of as many
+    GPUs simulates, and each ring option of the two commands gives both the same spec (a
+    run's workload may need more memory than the ring size's, as the default one does from 5
+    GPUs: ``--memory-rows`` gives the export the same)."""
+    from hw.export import verilog_text
+    from sim.system.run import run_plan
+    from sim.system.workload import workload_spec
+    from t3.cli import _ring_spec, build_parser
+    assert main(["export", "ring", "--gpus", "2", "--engines", "--formats", "fp16",
+                 "--out", str(tmp_path)]) == 0
+    plan = run_plan(workload_spec(2), 2, "t3", sim="verilator", check=False)
+    text = (tmp_path / "t3_ring.v").read_text()
+    assert "module t3_ring(" in text and "gpu1_cfg__awaddr" in text
+    assert text == verilog_text(plan.make(), "t3_ring")
 
-    class Ring:                     # records what the CLI asks for; builds nothing
-        def __init__(self, params, nparams, **kwargs):
-            built.append(nparams)
-    monkeypatch.setattr("system.ring.Ring", Ring)
-    monkeypatch.setattr("hw.export.write_verilog", lambda component, name, out: out)
-    for gpus, extra, rows in ((16, [], 16), (4, [], 8), (16, ["--memory-rows", "32"], 32)):
-        assert main(["export", "ring", "--gpus", str(gpus), "--out", str(tmp_path), *extra]) == 0
-        assert built[-1].nmc.rows == rows, (gpus, extra)
+    def exported(*options):
+        return _ring_spec(build_parser().parse_args(["export", "ring", "--out", str(tmp_path),
+                                                     "--engines", "--formats", "fp16",
+                                                     *options]))
+    for options, ring in ((["--gpus", "3"], {}),
+                          (["--charge-headers"], {"charge_headers": True}),
+                          (["--link-layer"], {"linklayer": True}),
+                          (["--memory-rows", "32"], {"memory_rows": 32}),
+                          (["--topology", "mesh"], {"topology": "mesh"})):
+        gpus = 3 if "3" in options else 4
+        run = run_plan(workload_spec(gpus), gpus, "t3", sim="verilator", check=False, **ring)
+        assert exported(*options) == run.ring, options
+    assert exported("--gpus", "16").node.nmc.rows == 16         # 16 rows a bank from 9 GPUs
+    assert exported("--memory-rows", "32").node.nmc.rows == 32
+    assert exported().charge_headers is False
+
+
+def test_run_refuses_a_mesh_larger_than_its_collectives_reach(capsys):
+    """``t3 run --topology mesh --gpus 64`` (4,032 links, minutes and gigabytes of
+    elaboration) is refused in one line naming the option, before any output or build."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--topology", "mesh", "--gpus", "64"])
+    assert exit_info.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == "t3: error: --gpus 64: a mesh has a link from every GPU to every other, and " \
+                  "the system builds one of up to 17 GPUs (its collectives' reach)\n"
 
 
 def test_board_run_names_a_port_it_cannot_open(capsys):

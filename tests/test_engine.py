@@ -12,7 +12,7 @@ from hw.params import T3Params
 from sim.blocks.engine.env import EngineEnv, simulate_engine
 from sim.system.configure import allocate
 from sim.system.driver import REMOTE_SPACE, Driver
-from sim.system.run import system_params
+from system.spec import node_for
 from sim.system.workload import GemmSpec, Workload
 from system.engine.config import MODE, STATUS, Z_CAPTURE, EngineParams, Kernel, desc_beats
 from sim.system.programs import gemm_program
@@ -30,7 +30,7 @@ def _gemm_case(mode, gpus=2, g=1, free=False, cus=2, p=P, k_slice=None, flops=No
     spec = GemmSpec(m=32, n=32 * gpus, k=32, wfs_per_wg=2, cus=cus, k_slice=k_slice,
                     flops_per_cycle=flops)
     wl = Workload(spec, gpus, p)
-    _, nparams = system_params()
+    nparams = node_for()
     layout = allocate(Driver(p, nparams, gpus), wl)
     program = gemm_program(wl, g, layout, mode, REMOTE_SPACE, free=free)
     partials = partial_beats(wl.partials[g], p.beat_bytes)

@@ -301,7 +301,7 @@ DMA_D = DMAParams(commands=1, max_granularity=2, buffer_beats=4, trigger_depth=2
                   dim_bits=5, remote_burst=2, remote_flush=2)
 
 
-#: The widest GPU numbers the system builds (64 GPUs: sim.system.run.gpu_bits_for).
+#: The widest GPU numbers the system builds (64 GPUs: system.spec.gpu_bits_for).
 DMA_D64 = dataclasses.replace(DMA_D, gpu_bits=6)
 
 

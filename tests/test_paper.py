@@ -93,8 +93,8 @@ def test_the_machine_table_states_the_models_values():
     from mc_arbiter.config import ArbiterParams
     from nmc.config import BYPASS_CAP, HBMTiming, NMCParams
     from system.node import FRFCFS_IN_FLIGHT
-    from sim.system.run import (L2_HIT_LATENCY, PAPER_DMA_BUFFER, PAPER_DRAM_SCHEDULER,
-                                PAPER_L2, preset_setup)
+    from sim.system.run import L2_HIT_LATENCY, preset_setup
+    from system.spec import PAPER_DMA_BUFFER, PAPER_DRAM_SCHEDULER, PAPER_L2
     from sim.system.workload import (LIBRARY_K_SLICE, LINK_BANDWIDTH, MODEL_HBM_BYTES_PER_CYCLE,
                                      SCALED_CUS)
     rows = _machine_rows()
@@ -214,8 +214,10 @@ def test_scale_and_selection_refusals():
     # an engine memory too small for the partials and their read-back is refused (the capture
     # address would wrap onto the partials)
     import dataclasses
-    from sim.system.run import PAPER_ENGINE, check_config, system_params
-    params, nparams = system_params(32)
+    from hw.params import T3Params
+    from sim.system.run import check_config
+    from system.spec import PAPER_ENGINE, node_for
+    params, nparams = T3Params(), node_for(memory_rows=32)
     with pytest.raises(ValueError, match="the engines' local_beats 8192 cannot hold a GPU's "
                                          "partial output and its read-back, 5120 \\+ 5120 beats"):
         check_config(preset("Mega-GPT-2-OP-TP16"), 16, "t3", params, nparams,
@@ -451,7 +453,8 @@ def test_sweep_of_link_headers_and_l2_ways():
     node's L2 (of the base ring's L2, else the paper's; 0 removes it), refusing more ways
     than the L2 has."""
     from l2.config import L2Params
-    from sim.system.run import PAPER_L2, SYSTEM_L2_CONFIG
+    from sim.system.run import SYSTEM_L2_CONFIG
+    from system.spec import PAPER_L2
     from sim.system.sweeps import check_points, parse_vary, sweep_jobs, sweep_points
     from sim.system.workload import GemmSpec
     vary = parse_vary(["link_headers=charged,free", "l2_ways=0,3"])
@@ -477,7 +480,7 @@ def test_sweep_of_l2_mshrs_and_depth():
     """``l2_mshrs`` and ``l2_depth`` set every node's L2's MSHRs and requests in flight (of
     the base ring's L2, else the paper's), with its ways if both vary; an L2 that is not
     there has none to set, and the hardware's limits are the parser's."""
-    from sim.system.run import PAPER_L2
+    from system.spec import PAPER_L2
     from sim.system.sweeps import parse_vary, sweep_jobs, sweep_points
     from sim.system.workload import GemmSpec
     vary = parse_vary(["l2_mshrs=16,197", "l2_depth=256", "l2_ways=4"])
@@ -498,14 +501,14 @@ def test_sweep_of_l2_mshrs_and_depth():
 def test_sweep_of_the_dma_buffer():
     """``dma_buffer`` sets every node's DMA payload buffer, the tile reads it keeps in flight
     (``docs/paper.md``: the paper's RS reads go out in bursts), within the hardware's limits."""
-    from sim.system.run import node_params
+    from system.spec import node_for
     from sim.system.sweeps import parse_vary, sweep_jobs, sweep_points
     from sim.system.workload import GemmSpec
     points = sweep_points(GemmSpec(**TINY), parse_vary(["dma_buffer=32,1024"]))
     jobs = {job.name: job.args[3] for job in sweep_jobs(points, 2, ("t3",), {})}
     assert jobs["dma_buffer=1024/t3"] == {"dma_buffer": 1024}
-    assert node_params(dma_buffer=1024).dma.buffer_beats == 1024
-    assert node_params().dma.buffer_beats == 32
+    assert node_for(dma_buffer=1024).dma.buffer_beats == 1024
+    assert node_for().dma.buffer_beats == 32
     with pytest.raises(ValueError, match="dma_buffer must be an integer from 4 to 1024, "
                                          "not 2048"):
         parse_vary(["dma_buffer=2048"])

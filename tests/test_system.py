@@ -15,7 +15,8 @@ from l2.config import L2Params
 from sim.harness.runner import SIMULATORS, default_sim
 from sim.system.configure import CONFIGS
 from sim.system.run import run_config
-from sim.system.workload import (LINK_BANDWIDTH, LINK_CHARGES_HEADERS, GemmSpec, Workload,
+from system.spec import LINK_BANDWIDTH, LINK_CHARGES_HEADERS
+from sim.system.workload import (GemmSpec, Workload,
                                  balanced_k)
 
 

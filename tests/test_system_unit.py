@@ -16,6 +16,7 @@ from hw.axil import OKAY, SLVERR, AXILiteInputSlice, AXILiteToCSR, CSRDecoder, a
 from hw.csr import Reg, RegisterFile, RegisterMap
 from system.link import LinkModel
 from system.node import NodeParams, block_registers
+from system.spec import ENGINE_PARAMS, node_for, ring_for
 from hw.params import T3Params
 from hw.testing import axil_read, axil_write, run_testbench
 from sim.system.driver import Driver
@@ -215,30 +216,32 @@ def test_run_checks_the_engines_programs_before_a_simulator_starts(monkeypatch, 
     under ``--soak``, else the sizes at and beside each step of the default memory and the
     engines and the GPU number's width (8, 16, 32 GPUs) and the ends."""
     import sim.harness.runner as runner
-    from sim.system.run import ENGINE_PARAMS, check_config, engine_params_for, memory_rows_for, \
-        run_config, system_params
+    from hw.params import T3Params
+    from sim.system.run import check_config, run_config, workload_memory_rows
+    from system.spec import engine_params_for, memory_rows_for
     monkeypatch.setattr(runner, "run_cocotb", lambda *a, **k: pytest.fail("a build started"))
     from sim.system.workload import workload_spec
     spec = GemmSpec(m=32, n=64, k=64, cus=2, flops_per_cycle=0.001)   # 131,072,000 cycles
     with pytest.raises(ValueError, match=r"GPU 0's engine: register 'compute_cycles' is 24 "
                                          r"bits; 131072000 does not fit"):
         run_config(spec, 2, "t3")
-    check_config(spec, 2, "t3", *system_params(), None)
-    assert check_config(GemmSpec(m=32, n=64, k=64, cus=2), 2, "t3", *system_params(),
+    check_config(spec, 2, "t3", T3Params(), node_for(), None)
+    assert check_config(GemmSpec(m=32, n=64, k=64, cus=2), 2, "t3", T3Params(), node_for(),
                         ENGINE_PARAMS) is None
     sizes = range(2, 65) if t3_options.soak else (2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63,
                                                   64)
     for gpus in sizes:              # each ring size's default run fits its default memory
         spec = workload_spec(gpus)
-        rows = memory_rows_for(gpus, spec)
-        check_config(spec, gpus, "t3", *system_params(rows, gpus=gpus), engine_params_for(gpus))
+        rows = workload_memory_rows(gpus, spec)
+        check_config(spec, gpus, "t3", T3Params(), node_for(gpus, memory_rows=rows),
+                     engine_params_for(gpus))
         # ... which is the ring size's, or the fewest twice as many that hold the workload
         if rows != memory_rows_for(gpus):
             assert rows // 2 >= memory_rows_for(gpus)
             with pytest.raises(ValueError, match="exceed GPU 0's memory"):
-                check_config(spec, gpus, "t3", *system_params(rows // 2, gpus=gpus),
-                             engine_params_for(gpus))
-    assert memory_rows_for(4, workload_spec(4)) == memory_rows_for(4) == 8
+                check_config(spec, gpus, "t3", T3Params(),
+                             node_for(gpus, memory_rows=rows // 2), engine_params_for(gpus))
+    assert workload_memory_rows(4, workload_spec(4)) == memory_rows_for(4) == 8
 
 
 # --- the link model ---------------------------------------------------------------------------
@@ -327,11 +330,10 @@ NP = NodeParams()
 
 
 def _fused_driver(gpus, spec=None):
-    from sim.system.run import memory_rows_for, node_params
     spec = spec or GemmSpec(m=32, n=16 * gpus, k=32, wfs_per_wg=2)
     wl = Workload(spec, gpus, P)
     # beyond 16 GPUs: wider GPU numbers, and the memory the system gives such a ring
-    nparams = NP if gpus <= 16 else node_params(memory_rows_for(gpus), gpus=gpus)
+    nparams = NP if gpus <= 16 else node_for(gpus)
     driver = Driver(P, nparams, gpus)
     layout = allocate(driver, wl)
     return driver, wl, layout
@@ -411,8 +413,7 @@ def test_driver_refusals_name_the_field_and_touch_nothing():
              c0.cols_range(0, 16), 1, c1.cols_range(0, 16))
     _refused(driver, r"dst_gpu must be GPU 0's ring neighbour 3 .*, not 0", driver.remote_map,
              c0.cols_range(0, 16), 0, c0.cols_range(16, 16))
-    from sim.system.run import node_params          # the system's ALUs: fp16 and fp32
-    adds = Driver(P, node_params(), 4)
+    adds = Driver(P, node_for(), 4)          # the system's ALUs: fp16 and fp32
     b0, b3 = adds.malloc("b0", 0, 16, 16, "bf16"), adds.malloc("b3", 3, 16, 16, "bf16")
     _refused(adds, r"op 'update' on bf16: the nodes' near-bank ALUs add fp16, fp32 only",
              adds.dma_map, b0.whole(), 3, b3.whole())
@@ -558,8 +559,7 @@ def test_the_driver_programs_the_l2_windows_from_its_cached_buffers():
     """Each GPU's cached buffers, in address order, are the L2's windows; the rest of its
     registers come from ``set_l2``; the writes follow the other blocks'."""
     from l2.config import L2Config, L2Params, l2_registers
-    from sim.system.run import node_params
-    nparams = node_params(l2=L2Params(sets=16, ways=4))
+    nparams = node_for(l2=L2Params(sets=16, ways=4))
     driver = Driver(P, nparams, 2)
     c = driver.malloc("C", 0, 32, 32)
     b = driver.malloc("B", 0, 32, 16, uncached=False)
@@ -579,15 +579,14 @@ def test_the_driver_programs_the_l2_windows_from_its_cached_buffers():
     assert all(v == 0 for block, name, v in driver.named_writes(1)
                if block == "l2" and name.startswith("win"))
     # without an L2 nothing is written to its window
-    plain = Driver(P, node_params(), 2)
+    plain = Driver(P, node_for(), 2)
     plain.malloc("C", 0, 32, 32)
     assert all(block != "l2" for block, _, _ in plain.named_writes(0))
 
 
 def test_the_driver_refuses_what_the_l2_cannot_hold():
     from l2.config import L2Config, L2Params, Window
-    from sim.system.run import node_params
-    nparams = node_params(l2=L2Params(sets=16, ways=4, windows=2))
+    nparams = node_for(l2=L2Params(sets=16, ways=4, windows=2))
     driver = Driver(P, nparams, 2)
     driver.malloc("A", 0, 32, 8, uncached=False)
     driver.malloc("B", 0, 32, 8, uncached=False)
@@ -600,7 +599,7 @@ def test_the_driver_refuses_what_the_l2_cannot_hold():
     _refused(driver, "sets_used must be a power of two", driver.set_l2, L2Config(sets_used=6))
     _refused(driver, "config.windows must be empty", driver.set_l2,
              L2Config(windows=(Window(0, 32),)))
-    plain = Driver(P, node_params(), 2)
+    plain = Driver(P, node_for(), 2)
     _refused(plain, r"uncached=False, but the nodes have no L2 \(NodeParams.l2 is None\)",
              plain.malloc, "A", 0, 32, 8, uncached=False)
     _refused(plain, r"set_l2: the nodes have no L2", plain.set_l2, L2Config())
@@ -646,10 +645,9 @@ def test_a_sliced_workload_programs_a_streaming_engine():
     from sim.system import run
     from sim.system.programs import gemm_program
     from sim.system.driver import REMOTE_SPACE
-    from sim.system.run import node_params
     spec = GemmSpec(m=32, n=64, k=64, cus=2, k_slice=16)
     wl = Workload(spec, 2, P)
-    layout = allocate(Driver(P, node_params(), 2), wl)
+    layout = allocate(Driver(P, node_for(), 2), wl)
     reg = gemm_program(wl, 0, layout, "t3", REMOTE_SPACE).registers
     assert (reg["k_slices"], reg["read_beats"], reg["compute_cycles"]) == \
         (4, wl.slice_read_beats(), wl.slice_compute_cycles())
@@ -659,7 +657,7 @@ def test_a_sliced_workload_programs_a_streaming_engine():
                                                    P), 0, layout, "t3", REMOTE_SPACE).registers
     with pytest.raises(ValueError, match=r"^k_slice 16: the engines do not stream their WGs' "
                                          r"panels \(EngineParams.streaming is False\)$"):
-        run.check_config(spec, 2, "t3", *run.system_params(), run.ENGINE_PARAMS)
+        run.check_config(spec, 2, "t3", P, node_for(), ENGINE_PARAMS)
     plan = run.run_plan(spec, 2, "t3", sim="verilator")
     assert plan.tb["engines"]["streaming"] is True
     assert run.run_plan(dataclasses.replace(spec, k_slice=None), 2, "t3",
@@ -709,9 +707,8 @@ def _node_latencies(hit_latency):
     from hw.interfaces import Op, Packer, mem_request_layout, mem_response_layout
     from hw.testing import axil_write
     from l2.config import L2Params
-    from sim.system.run import node_params
     from system.node import GPUNode, register_address
-    nparams = node_params(l2=L2Params(sets=16, ways=4))
+    nparams = node_for(l2=L2Params(sets=16, ways=4))
     dut = GPUNode(P, nparams)
     regs = block_registers(P, nparams)["l2"]
     req, resp = Packer(mem_request_layout(P)), Packer(mem_response_layout(P))
@@ -776,7 +773,8 @@ def test_the_paper_l2_keeps_each_cases_ratio_of_working_set_to_l2():
     below) and as near as any of them; the OP GEMMs' inputs fit, the FC GEMMs' at TP 8 do
     not."""
     from sim.system.paper import FIGURE16_CASES
-    from sim.system.run import PAPER_L2, PAPER_L2_BYTES, paper_l2_config
+    from sim.system.run import PAPER_L2_BYTES, paper_l2_config
+    from system.spec import PAPER_L2
     for name, scale in [(n, s) for n in FIGURE16_CASES for s in (0.5, 1.0)]:
         spec = preset(name, scale=scale)
         tp = PRESETS[name]["tp"]
@@ -1107,7 +1105,7 @@ def test_the_ring_all_reduce_reduces_each_chunk_then_sends_it_round_the_ring(gpu
 
 
 def test_the_idle_rate_of_a_workload_is_its_runs_ring(monkeypatch):
-    """``idle_rate(spec=...)`` idles the ring a ``t3`` run of that workload runs on (at 8
+    """``idle_rate(plan.ring)`` idles the ring a ``t3`` run of that workload runs on (at 8
     GPUs the default workload's ring holds twice the rows of the size's default ring), not
     the ring size's default: ``t3 bench system`` compares the two rates."""
     from sim.system import run
@@ -1115,12 +1113,11 @@ def test_the_idle_rate_of_a_workload_is_its_runs_ring(monkeypatch):
     keys = []
     monkeypatch.setattr(run, "run_for_result",
                         lambda make, top, *args, cache_key, **kw: keys.append(cache_key))
-    spec = workload_spec(8)
-    run.idle_rate(8, sim="verilator", spec=spec)
-    run.idle_rate(8, sim="verilator")
-    plan = run.run_plan(spec, 8, "t3", sim="verilator", check=False)
-    assert keys == [plan.key, run.ring_build(8, "verilator")[2]]
-    assert keys[0] != keys[1]
+    plan = run.run_plan(workload_spec(8), 8, "t3", sim="verilator", check=False)
+    run.idle_rate(plan.ring, sim="verilator")
+    run.idle_rate(ring_for(8, engines=True, formats=("fp16",)), sim="verilator")
+    assert keys[0] == plan.key and plan.ring.node.nmc.rows == 16
+    assert keys[1] != keys[0]
 
 
 def test_a_machine_without_the_models_compiler_is_refused_before_a_build(monkeypatch):
@@ -1168,7 +1165,7 @@ def test_a_run_without_a_folder_leaves_none_behind_unless_it_fails(fails, tmp_pa
         assert str(kept / "sim.log") in str(failure.value) and (kept / "sim.log").exists()
     else:
         assert run.run_config(spec, 2, "t3", sim="verilator") == {"verified": True}
-        assert run.idle_rate(2, sim="verilator") == {"verified": True}
+        assert run.idle_rate(ring_for(2, engines=True), sim="verilator") == {"verified": True}
         assert runner.run_for_result(None, "t3_toy", "tb", "t", {}, "icarus") == \
             {"verified": True}
         assert list(tmp_path.iterdir()) == []

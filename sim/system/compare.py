@@ -25,17 +25,9 @@ def run_all(spec, gpus, *, sim=None, seed=1, progress=None, **ring):
     :func:`sim.system.run.run_config`'s ring settings (``memory_rows``, ``latency``,
     ``engines``, ``l2``, ``l2_config``, ``topology``, ``collective``), e.g.
     :func:`sim.system.run.preset_setup`'s."""
-    from sim.system.run import (check_config, engine_params_for, memory_rows_for, run_formats,
-                                system_params)
-    params, nparams = system_params(ring.get("memory_rows") or memory_rows_for(gpus, spec),
-                                    ring.get("mcq_depth"), ring.get("l2"), gpus,
-                                    run_formats(spec), ring.get("dma_buffer"),
-                                    ring.get("dram_scheduler"))
-    engines = ring.get("engines", engine_params_for(gpus))
+    from sim.system.run import run_plan
     for config in CONFIGS + (ISOLATED_RS,):     # refuse a bad workload before the first run
-        check_config(spec, gpus, config, params, nparams, engines or None,
-                     ring.get("l2_config"), ring.get("topology", "ring"),
-                     ring.get("collective", "ring"))
+        run_plan(spec, gpus, config, sim=sim, seed=seed, **ring)
     results = {}
     for config in CONFIGS + (ISOLATED_RS,):
         if progress:

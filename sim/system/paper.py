@@ -19,11 +19,11 @@ from pathlib import Path
 from sim.system.cases import case_setup
 from sim.system.compare import CATEGORIES, speedups
 from sim.system.configure import CONFIGS, ISOLATED_RS
-from sim.system.run import PAPER_ENGINE, PAPER_MEMORY_ROWS, preset_setup
+from sim.system.run import preset_setup
 from sim.system.workload import PRESETS, SUBLAYERS, scaled_cus
 
 
-__all__ = ["FIGURE16_CASES", "LARGE_CASES", "RUNS", "DEFAULT_SCALE", "PAPER_MEMORY_ROWS", "PAPER_ENGINE",
+__all__ = ["FIGURE16_CASES", "LARGE_CASES", "RUNS", "DEFAULT_SCALE",
            "PAPER_STATED", "shared_runs", "recorded_twins", "paper_jobs", "evaluate", "select_cases",
            "select_configs", "figure16_rows", "figure16_lines", "figure18_rows",
            "figure18_lines", "write_report", "write_traces", "geomean", "check_cases", "side_by_side_rows",
@@ -96,23 +96,16 @@ def check_cases(cases, scale, configs=RUNS):
     """Refuse a case the rings cannot run, before any job (the ring size, the programming of
     every run in ``configs``)."""
     from system.ring import MAX_GPUS
-    from sim.system.run import (PAPER_DMA_BUFFER, PAPER_DRAM_SCHEDULER, PAPER_L2,
-                                check_config, paper_l2_config, paper_memory_rows, run_formats,
-                                system_params)
+    from sim.system.run import run_plan
     scaled_cus(scale)
     for name in cases:
         spec, gpus, _ = case_setup(name, scale)
         if gpus > MAX_GPUS:
             raise ValueError(f"case {name}: TP {gpus} needs a ring of {gpus} GPUs; the ring "
                              f"has at most {MAX_GPUS}")
-        params, nparams = system_params(paper_memory_rows(gpus), l2=PAPER_L2, gpus=gpus,
-                                        formats=run_formats(spec),
-                                        dma_buffer=PAPER_DMA_BUFFER,
-                                        dram_scheduler=PAPER_DRAM_SCHEDULER)
         for config in configs:
             try:
-                check_config(spec, gpus, config, params, nparams, PAPER_ENGINE,
-                             paper_l2_config(spec, gpus))
+                run_plan(spec, gpus, config, **preset_setup(spec, gpus))
             except ValueError as error:
                 raise ValueError(f"case {name} ({config}): {error}") from None
 

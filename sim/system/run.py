@@ -8,37 +8,23 @@ import threading
 from pathlib import Path
 
 from hw.params import T3Params, check_int
-from l2.config import L2Config, L2Params
-from linklayer.config import LinkLayerParams
-from dma.config import DMAParams
-from nmc.config import SCHEDULERS, NMCParams
+from l2.config import L2Config
 from system.engine.config import EngineParams
-from system.node import FRFCFS_IN_FLIGHT, NodeParams
 from system.ring import MAX_GPUS
+from system.spec import LINK_CHARGES_HEADERS, LINK_LATENCY, PAPER_DMA_BUFFER, \
+    PAPER_DRAM_SCHEDULER, PAPER_ENGINE, PAPER_L2, RingSpec, check_topology, engine_params_for, \
+    node_for, paper_memory_rows, with_linklayer
+from system.spec import memory_rows_for as ring_memory_rows
 from sim.harness.runner import NO_DFG, check_verilator_cxx, default_sim, design_key, \
     run_folder, run_for_result
-from sim.system.workload import LINK_BANDWIDTH, LINK_CHARGES_HEADERS, SCALE, Workload
+from sim.system.workload import LINK_BANDWIDTH, SCALE, Workload
 
 
-__all__ = ["system_params", "node_params", "gpu_bits_for", "check_wave", "engine_params_for",
-           "paper_memory_rows", "run_config", "check_config", "describe_scale",
+__all__ = ["check_wave", "run_config", "check_config", "describe_scale",
            "ring_build", "idle_rate", "run_plan", "RunPlan", "ring_verilator_args",
-           "ENGINE_PARAMS", "CXX_OPT", "DEFAULT_CXX_OPT", "WAVES_CXX_OPT",
-           "LINK_LATENCY", "FORMATS", "run_formats", "MEMORY_ROWS", "memory_rows_for", "PAPER_MEMORY_ROWS",
-           "PAPER_ENGINE", "preset_setup", "PAPER_L2", "PAPER_DMA_BUFFER", "PAPER_DRAM_SCHEDULER",
-           "PAPER_L2_BYTES", "L2_HIT_FRACTION",
-           "L2_HIT_LATENCY", "L2_BANK_CYCLES", "SYSTEM_L2_CONFIG", "paper_l2_config"]
-
-
-#: Link latency of the scaled system, cycles (the paper's 500 ns at 1 GHz is 500 cycles; the
-#: scaled workloads are small enough that this would dominate a step: see docs/system.md).
-LINK_LATENCY = 64
-
-
-#: The element types the near-bank ALUs and the engines' adders of a ring built for no
-#: particular workload add (the driver's and the CLI's nodes): the workloads' types.  A run
-#: builds its ring for its workload's type only (:func:`run_formats`).
-FORMATS = ("fp16", "fp32")
+           "CXX_OPT", "DEFAULT_CXX_OPT", "WAVES_CXX_OPT", "run_formats", "workload_memory_rows",
+           "preset_setup", "PAPER_L2_BYTES", "L2_HIT_FRACTION", "L2_HIT_LATENCY",
+           "L2_BANK_CYCLES", "SYSTEM_L2_CONFIG", "paper_l2_config"]
 
 
 def run_formats(spec):
@@ -48,10 +34,6 @@ def run_formats(spec):
     with fp32 lanes too); a ring is built, and cached, per type."""
     return (spec.dtype,)
 
-
-#: The GPU-side engines of the system's simulation top: a local memory as large as the node's
-#: (partials and read-back), eight WGs in flight at most, steps of up to 512 beats.
-ENGINE_PARAMS = EngineParams(local_beats=4096, slots=8, buffer_beats=512, pending=256)
 
 #: The Verilator model's C++ optimisation for the rings by default: at ``-O2`` the 4-GPU ring
 #: ran about 4.5 times faster than at ``-O0`` (``docs/system.md``); ``-O3`` runs the idle ring
@@ -67,50 +49,6 @@ CXX_OPT = os.environ.get("T3_CXX_OPT") or DEFAULT_CXX_OPT
 #: with a wave of one GPU built in 71 s at ``-O1`` against 118 s at ``-O3`` and ran at 9,300
 #: to 9,700 cycles/s against 10,000 (writing the wave is most of the time; ``docs/system.md``).
 WAVES_CXX_OPT = "-O1"
-
-#: HBM rows per bank of a node when none is named (128 KiB), the node ``t3 export`` and
-#: ``t3 synth`` build, and of a ring's nodes up to 8 GPUs: beyond, as many times more as the
-#: ring is times 8 GPUs, rounded up to a power of two, and more for a workload that needs it
-#: (:func:`memory_rows_for`).
-MEMORY_ROWS = 8
-
-
-#: HBM rows per bank of the nodes of the rings the Table 2 presets run on up to TP 16 (1 MiB
-#: per GPU: the output, receive slots and input panels of the largest Figure 16 case at scale
-#: 1 fit; at 512 KiB the FC cases at TP 8 did not); twice as many at TP 32
-#: (:func:`paper_memory_rows`: PALM's and MT-NLG's FC and IP cases at scale 1 need 1-1.5 MiB).
-PAPER_MEMORY_ROWS = 64
-
-#: The GPU-side engines of those rings: the engine's memory holds the GPU's partial output
-#: and its read-back (2 x 5,120 beats for Mega-GPT-2 at TP 16); their WGs stream their panels
-#: in K slices, as the paper's GPU's library GEMMs
-#: (:data:`sim.system.workload.LIBRARY_K_SLICE`).
-PAPER_ENGINE = dataclasses.replace(ENGINE_PARAMS, local_beats=16384, streaming=True)
-
-
-#: The L2 of the paper rings' nodes: 128 sets of 16 ways (64 KiB), of which each case uses
-#: the ways that keep the paper's ratio of working set to L2 (:func:`paper_l2_config`).  Its
-#: misses in flight are the paper's GPU's in time: Accel-Sim's QV100 L2 has 192 MSHRs in
-#: each of its 64 slices, 12,288 sectors, which at 1 TB/s are 393 ns of misses; at the
-#: model's 16 B/cycle 393 cycles of misses are 197 (``docs/paper.md``, the machine's
-#: table).  It takes 256 requests in flight: the requests it holds bound its misses too, so
-#: no fewer than its MSHRs.
-PAPER_L2 = L2Params(sets=128, ways=16, banks=4, mshrs=197, depth=256)
-
-#: The DMA payload buffer of the paper rings' nodes, in beats: the paper's RS reads are
-#: "issued as soon as both the local and neighbors' copies have updated the memory", in
-#: bursts (section 6.1.2), not paced by the link: 1,024 beats (the hardware's most) hold a
-#: ring step's chunk of every case (608 beats at most, Mega-GPT-2 at TP 8 and scale 1), so
-#: a triggered tile's reads wait for no room in the buffer until more than a step's chunk
-#: waits for the link.
-PAPER_DMA_BUFFER = 1024
-
-#: The DRAM scheduler of the paper rings' NMC units: Accel-Sim's HBM, the paper's simulator's,
-#: schedules FR-FCFS (``gpgpu_dram_scheduler 1``: a bank's oldest row hit first, else its
-#: oldest request) with a row bus beside the column bus (``dram_dual_bus_interface 1``: a row
-#: command and a column command a cycle, for any banks).  The model's FR-FCFS unit does that
-#: over the MCQ's requests (``docs/nmc.md``; the machine's table in ``docs/paper.md``).
-PAPER_DRAM_SCHEDULER = "fr-fcfs"
 
 #: The paper's L2 is 16 MB (Table 1).
 PAPER_L2_BYTES = 16 << 20
@@ -176,52 +114,29 @@ def preset_setup(spec, gpus=None):
             "dram_scheduler": PAPER_DRAM_SCHEDULER, "l2_config": paper_l2_config(spec, gpus)}
 
 
-def _times_pow2(gpus, per):
-    """How many ``per``-GPU groups a ring of ``gpus`` spans, rounded up to a power of two."""
-    groups = -(-gpus // per)
-    return 1 << (groups - 1).bit_length()
-
-
-def memory_rows_for(gpus, spec=None, config="t3"):
-    """The HBM rows per bank a ring of ``gpus`` gets when the caller names none: 8 up to 8
-    GPUs, 16 up to 16, 32 up to 32, 64 up to 64, and for a workload ``spec`` (a
-    :class:`sim.system.workload.GemmSpec`) whose buffers (:func:`sim.system.configure.
-    allocate` in ``config``) do not fit in that, the fewest twice as many that hold them (the
-    default workload's K balances its GEMM at the paper's GPU's rate against its RS,
-    :func:`sim.system.workload.balanced_k`: 16 rows from 5 GPUs).  The model's memory costs
-    simulation time by its size (each of its banks is read every cycle), so a ring gets no
-    more than it needs."""
-    rows = MEMORY_ROWS * _times_pow2(gpus, 8)
-    if spec is None:
-        return rows
+def workload_memory_rows(gpus, spec, config="t3"):
+    """The HBM rows per bank a run of workload ``spec`` (a :class:`sim.system.workload.
+    GemmSpec`) in ``config`` on ``gpus`` gets when the caller names none: the ring's
+    (:func:`system.spec.memory_rows_for`: 8 up to 8 GPUs, 16 up to 16, 32 up to 32, 64 up to
+    64), or, where its buffers (:func:`sim.system.configure.allocate`) do not fit in that, the
+    fewest twice as many that hold them (the default workload's K balances its GEMM at the
+    paper's GPU's rate against its RS, :func:`sim.system.workload.balanced_k`: 16 rows from 5
+    GPUs).  The model's memory costs simulation time by its size (each of its banks is read
+    every cycle), so a ring gets no more than it needs."""
     from sim.system.configure import allocate
     from sim.system.driver import Driver
     from sim.system.workload import Workload
+    rows = ring_memory_rows(gpus)
     params = T3Params()
     while True:
         try:
-            allocate(Driver(params, node_params(rows, gpus=gpus, formats=run_formats(spec)),
+            allocate(Driver(params, node_for(gpus, memory_rows=rows, formats=run_formats(spec)),
                             gpus), Workload(spec, gpus, params), config)
             return rows
         except ValueError:
             if rows >= 4096:
                 return rows         # the driver's checks name what does not fit
             rows *= 2
-
-
-def paper_memory_rows(gpus):
-    """The HBM rows per bank of a Table 2 preset's ring of ``gpus``: :data:`PAPER_MEMORY_ROWS`
-    up to 16 GPUs, twice as many beyond."""
-    return PAPER_MEMORY_ROWS * (1 if gpus <= 16 else 2)
-
-
-def engine_params_for(gpus):
-    """The GPU-side engines of a ring of ``gpus`` when the caller names none:
-    :data:`ENGINE_PARAMS` up to 16 GPUs; beyond, a local memory as many times larger as the
-    ring is times 16 GPUs, rounded up to a power of two (it holds the partial output and its
-    read-back, which grow with the default workload's N)."""
-    return dataclasses.replace(ENGINE_PARAMS,
-                               local_beats=ENGINE_PARAMS.local_beats * _times_pow2(gpus, 16))
 
 
 def engines_for(eparams, spec):
@@ -231,59 +146,6 @@ def engines_for(eparams, spec):
     if spec.k_slice is not None and not eparams.streaming:
         return dataclasses.replace(eparams, streaming=True)
     return eparams
-
-
-def gpu_bits_for(gpus):
-    """The width of a GPU number on the link (the DMA's ``gpu_bits``) in a ring of ``gpus``:
-    the DMA's default 4 up to 16 GPUs (so those rings' hardware does not change with the
-    limit), the bits that number ``gpus`` GPUs beyond."""
-    return max(DMAParams.gpu_bits, (gpus - 1).bit_length())
-
-
-def node_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None, gpus=None, formats=FORMATS,
-                dma_buffer=None, dram_scheduler=None):
-    """The :class:`system.node.NodeParams` of the system's nodes: ALUs for ``formats``
-    (default :data:`FORMATS`; a run's: :func:`run_formats`),
-    memory of ``memory_rows`` rows per bank (8: 128 KiB per GPU), an MCQ of ``mcq_depth``
-    entries (default: the node's, 64), an L2 of geometry ``l2`` (an
-    :class:`l2.config.L2Params`; default none), GPU numbers wide enough for a ring of
-    ``gpus`` (:func:`gpu_bits_for`; default 16 GPUs), a DMA payload buffer of ``dma_buffer``
-    beats (the tile reads it keeps in flight; default the node's, 32), the NMC unit's row
-    commands scheduled by ``dram_scheduler`` (one of :data:`nmc.config.SCHEDULERS`; default the
-    unit's, in order; bank-parallel with an ``ahead`` port for every command between the
-    arbiter and the unit: :func:`ahead_depth_for`; FR-FCFS with a queue of the MCQ's depth and
-    :data:`system.node.FRFCFS_IN_FLIGHT` responses)."""
-    node = NodeParams(nmc=NMCParams(rows=memory_rows, formats=tuple(formats)), l2=l2)
-    if gpus is not None and gpu_bits_for(gpus) != node.dma.gpu_bits:
-        node = dataclasses.replace(node, dma=dataclasses.replace(
-            node.dma, gpu_bits=gpu_bits_for(gpus)))
-    if mcq_depth is not None:
-        node = dataclasses.replace(node, arbiter=dataclasses.replace(node.arbiter,
-                                                                     depth=mcq_depth))
-    if dma_buffer is not None:
-        node = dataclasses.replace(node, dma=dataclasses.replace(node.dma,
-                                                                 buffer_beats=dma_buffer))
-    if dram_scheduler == "fr-fcfs":
-        node = dataclasses.replace(node, nmc=dataclasses.replace(
-            node.nmc, scheduler=dram_scheduler,
-            resp_depth=node.arbiter.depth + FRFCFS_IN_FLIGHT))
-    elif dram_scheduler is not None and dram_scheduler != node.nmc.scheduler:
-        node = dataclasses.replace(node, nmc=dataclasses.replace(
-            node.nmc, scheduler=dram_scheduler, ahead_depth=ahead_depth_for(node.arbiter.depth)))
-    return node
-
-
-def ahead_depth_for(mcq_depth):
-    """The ``ahead`` port of a bank-parallel NMC unit behind an MCQ of ``mcq_depth``: every
-    command on its way to the unit (:class:`system.node.NodeParams`), to a power of two."""
-    return 1 << (mcq_depth + 2 - 1).bit_length()
-
-
-def system_params(memory_rows=MEMORY_ROWS, mcq_depth=None, l2=None, gpus=None, formats=FORMATS,
-                  dma_buffer=None, dram_scheduler=None):
-    """``(T3Params, NodeParams)`` of the system: the default widths and :func:`node_params`."""
-    return T3Params(), node_params(memory_rows, mcq_depth, l2, gpus, formats, dma_buffer,
-                                   dram_scheduler)
 
 
 def describe_scale(spec, gpus, latency=LINK_LATENCY):
@@ -408,34 +270,16 @@ def check_wave(wave, sim, scope=None, gpus=None):
     return fmt
 
 
-def ring_build(gpus, sim, *, memory_rows=None, latency=LINK_LATENCY,
-               bandwidth=LINK_BANDWIDTH, engines=True, mcq_depth=None, l2=None,
-               geometry=None, charge_headers=LINK_CHARGES_HEADERS, formats=("fp16",),
-               linklayer=None, faults=False, topology="ring", dma_buffer=None,
-               dram_scheduler=None):
-    """``(top name, make, cache key)`` of the ring a run uses (built once per key);
-    ``l2``, ``geometry``, ``charge_headers``, ``linklayer``, ``topology`` as in
-    :func:`run_config`;
-    ``faults``: the links pass fault injectors (:class:`system.link.LinkFaults`); ``formats``:
-    the element types its adders handle (default the default workload's, fp16:
-    :func:`run_formats`)."""
+def ring_build(ring):
+    """``(top name, make, cache key)`` of ``ring`` (a :class:`system.spec.RingSpec`): the
+    simulator builds it once per key."""
     from system.ring import Ring
-    memory_rows = memory_rows or memory_rows_for(gpus)
-    params, nparams = geometry or system_params(memory_rows, mcq_depth, l2, gpus, formats,
-                                                dma_buffer, dram_scheduler)
-    nparams = with_linklayer(nparams, linklayer)
-    eparams = engine_params_for(gpus) if engines is True else (engines or None)
-    key = design_key(Ring, params.to_dict(), nparams.to_dict(), gpus, latency, bandwidth,
-                     eparams.to_dict() if eparams else None, charge_headers,
-                     *(("faults",) if faults else ()),
-                     *((topology,) if topology != "ring" else ()))
-
-    def make():
-        return Ring(params, nparams, gpus=gpus, latency=latency, num=bandwidth[0],
-                    den=bandwidth[1], engines=eparams, charge_headers=charge_headers,
-                    faults=faults, topology=topology)
-    return f"t3_ring{gpus}" + ("e" if eparams else "") + ("l" if nparams.linklayer else "") \
-        + ("f" if faults else "") + ("m" if topology == "mesh" else ""), make, key
+    eparams = ring.engines
+    key = design_key(Ring, ring.params.to_dict(), ring.node.to_dict(), ring.gpus, ring.latency,
+                     ring.bandwidth, eparams.to_dict() if eparams else None,
+                     ring.charge_headers, *(("faults",) if ring.faults else ()),
+                     *((ring.topology,) if ring.topology != "ring" else ()))
+    return ring.top, ring.build, key
 
 
 #: The collectives a run performs after its GEMM: the ring reduce-scatter (any topology), and
@@ -485,14 +329,11 @@ def read_back_slots(config, collective, topology, gpus):
     return 0
 
 
-def check_topology(topology, linklayer=False, collective="ring", spec=None):
-    """Refuse a topology or collective the system does not build or run, naming the field
-    (``linklayer``: whether the nodes have a link layer)."""
-    from system.ring import TOPOLOGIES
-    if topology not in TOPOLOGIES:
-        raise ValueError(f"topology must be one of {', '.join(TOPOLOGIES)}, not {topology!r}")
-    if topology == "mesh" and linklayer:
-        raise ValueError("topology mesh has no link layer: linklayer must be off")
+def check_collective(collective, topology, gpus, linklayer=False, spec=None):
+    """Refuse a collective, or a topology of ``gpus`` GPUs, the system does not run or build,
+    naming the field (``linklayer``: whether the nodes have a link layer; ``spec``: the
+    workload; :func:`system.spec.check_topology`)."""
+    check_topology(topology, gpus, linklayer)
     if collective not in COLLECTIVES:
         raise ValueError(f"collective must be one of {', '.join(COLLECTIVES)}, not "
                          f"{collective!r}")
@@ -542,27 +383,8 @@ def for_collective(nparams, gpus, collective, topology):
         nparams.dma, remote_windows=max(nparams.dma.remote_windows, gpus - 1)))
 
 
-#: The link layer of the rings' nodes when a run asks for one (``linklayer=True``): the
-#: default geometry, whose replay buffer (256 beats) holds the 136 a link of
-#: :data:`LINK_LATENCY` cycles and :data:`sim.system.workload.LINK_BANDWIDTH` needs for line
-#: rate (``t3 bench linklayer``).
-RING_LINKLAYER = LinkLayerParams()
-
-
-def with_linklayer(nparams, linklayer):
-    """``nparams`` with the link layer ``linklayer`` (``True``: :data:`RING_LINKLAYER`; a
-    :class:`linklayer.config.LinkLayerParams`; ``None``/``False``: as it is)."""
-    if not linklayer:
-        return nparams
-    ll = RING_LINKLAYER if linklayer is True else linklayer
-    if not isinstance(ll, LinkLayerParams):
-        raise ValueError(f"linklayer must be True or a LinkLayerParams, not {linklayer!r}")
-    return dataclasses.replace(nparams, linklayer=ll)
-
-
 def check_reset(reset_gpu, gpus, config):
     """Refuse a GPU reset the run cannot inject, naming the field."""
-    from sim.system.configure import CONFIGS
     if not isinstance(reset_gpu, dict) or set(reset_gpu) - {"gpu", "phase", "at"}:
         raise ValueError(f"reset_gpu must be {{'gpu': g, 'phase': name, 'at': cycles}}, not "
                          f"{reset_gpu!r}")
@@ -595,31 +417,24 @@ def check_faults(faults, nparams):
             sum(1 << FAULT_KINDS.index(k) for k in set(kinds)))
 
 
-def idle_rate(gpus, *, sim=None, cycles=20_000, build_dir=None, spec=None, **kwargs):
-    """Simulated cycles per second of the ring alone (engines idle, nothing driven): the
-    model's own speed, the limit of any run on it.  Returns the result dict of
-    :func:`sim.system.testbench.idle_ring`.  ``spec``: the ring a ``t3`` run of that
-    workload runs on (:func:`run_plan`: its memory rows and engines sized for it), the one
-    its rate is to be compared with; else :func:`ring_build`'s of ``gpus``."""
+def idle_rate(ring, *, sim=None, cycles=20_000, build_dir=None):
+    """Simulated cycles per second of ``ring`` (a :class:`system.spec.RingSpec`) alone
+    (engines idle, nothing driven): the model's own speed, the limit of any run on it.  The
+    ring a run of a workload runs on is its plan's (:attr:`RunPlan.ring`).  Returns the
+    result dict of :func:`sim.system.testbench.idle_ring`."""
     import sim.system.testbench as tb
     sim = sim or default_sim()
-    if spec is not None:
-        plan = run_plan(spec, gpus, "t3", sim=sim, check=False, **kwargs)
-        top, make, key = plan.top, plan.make, plan.key
-        cxx_opt, verilator_args = plan.cxx_opt, plan.verilator_args
-    else:
-        top, make, key = ring_build(gpus, sim, **kwargs)
-        cxx_opt, verilator_args = CXX_OPT, ring_verilator_args(sim, kwargs.get("linklayer"))
+    top, make, key = ring_build(ring)
     return run_for_result(make, top, tb.__name__, "idle_ring", {"cycles": cycles}, sim,
-                          build_dir, cache_key=key, cxx_opt=cxx_opt,
-                          verilator_args=verilator_args)
+                          build_dir, cache_key=key, cxx_opt=CXX_OPT,
+                          verilator_args=ring_verilator_args(sim, ring.node.linklayer))
 
 
 @dataclasses.dataclass(frozen=True)
 class RunPlan:
     """What a run of :func:`run_config` simulates, decided and checked before anything is
     built: the simulator ``sim``, the ring (its top module ``top``, ``make()`` building it,
-    its build cache ``key``), the C++ optimisation ``cxx_opt`` of its Verilator model, the
+    its build cache ``key``; ``ring``, its :class:`system.spec.RingSpec`), the C++ optimisation ``cxx_opt`` of its Verilator model, the
     testbench's configuration ``tb`` (what :func:`sim.system.testbench.run_system` reads,
     less the progress file), the waveform's format (``None``: no waves) and the simulator's
     options beyond every build's (:func:`ring_verilator_args`)."""
@@ -629,6 +444,7 @@ class RunPlan:
     key: str
     cxx_opt: str
     tb: dict
+    ring: RingSpec
     wave_format: object = None
     verilator_args: tuple = ()
 
@@ -651,46 +467,53 @@ def run_plan(spec, gpus, config, *, sim=None, seed=1, memory_rows=None, latency=
     plan's time), for a run known to be valid (a recorded one's key)."""
     sim = sim or default_sim()
     check_int("gpus", gpus, 2, MAX_GPUS)
-    memory_rows = memory_rows or memory_rows_for(gpus, spec, config)
-    if dram_scheduler is not None and dram_scheduler not in SCHEDULERS:
-        raise ValueError(f"dram_scheduler must be one of {', '.join(SCHEDULERS)}, not "
-                         f"{dram_scheduler!r}")
-    params, nparams = geometry or system_params(memory_rows, mcq_depth, l2, gpus,
-                                                run_formats(spec), dma_buffer, dram_scheduler)
-    nparams = with_linklayer(nparams, linklayer)
+    if geometry is not None:
+        knobs = {"memory_rows": memory_rows, "mcq_depth": mcq_depth, "l2": l2,
+                 "dma_buffer": dma_buffer, "dram_scheduler": dram_scheduler}
+        given = [name for name, value in knobs.items() if value is not None]
+        if given:
+            raise ValueError(f"{given[0]}: the nodes are geometry's; give one or the other")
+        params, nparams = geometry
+        nparams = with_linklayer(nparams, linklayer)
+    else:
+        params = T3Params()
+        nparams = node_for(gpus, memory_rows=memory_rows or workload_memory_rows(gpus, spec,
+                                                                                  config),
+                           mcq_depth=mcq_depth, l2=l2, formats=run_formats(spec),
+                           dma_buffer=dma_buffer, dram_scheduler=dram_scheduler,
+                           linklayer=linklayer)
     fault_ports = check_faults(faults, nparams) if faults else None
     eparams = engine_params_for(gpus) if engines is True else engines
     if not isinstance(eparams, EngineParams):
         raise ValueError(f"engines must be True or an EngineParams, not {engines!r}")
     eparams = engines_for(eparams, spec)
-    check_topology(topology, nparams.linklayer is not None, collective, spec)
-    nparams = for_collective(nparams, gpus, collective, topology)
+    check_collective(collective, topology, gpus, nparams.linklayer is not None, spec)
+    ring = RingSpec(gpus=gpus, node=for_collective(nparams, gpus, collective, topology),
+                    engines=eparams, topology=topology, latency=latency,
+                    bandwidth=tuple(bandwidth), charge_headers=bool(charge_headers),
+                    faults=bool(fault_ports), params=params)
     if reset_gpu is not None:
         check_reset(reset_gpu, gpus, config)
     if check:
         if sim == "verilator":
             check_verilator_cxx()               # a missing compiler: before any build
-        check_config(spec, gpus, config, params, nparams, eparams, l2_config, topology,
+        check_config(spec, gpus, config, params, ring.node, eparams, l2_config, topology,
                      collective)
     wave_format = check_wave(wave, sim, wave_scope, gpus)
     if timeline is not None:
         check_int("timeline", timeline, 50, 1 << 20, note="the sampling period in cycles")
-    tb = {"params": params.to_dict(), "nparams": nparams.to_dict(), "gpus": gpus,
+    tb = {"params": params.to_dict(), "nparams": ring.node.to_dict(), "gpus": gpus,
           "spec": spec.__dict__, "config": config, "seed": seed, "timeline": timeline,
-          "bandwidth": list(bandwidth), "charge_headers": bool(charge_headers),
+          "bandwidth": list(ring.bandwidth), "charge_headers": ring.charge_headers,
           "engines": eparams.to_dict(),
           "l2_config": dataclasses.asdict(l2_config) if l2_config else None,
           "faults": list(fault_ports) if fault_ports else None,
           "reset_gpu": reset_gpu, "recover": bool(recover), "topology": topology,
           "collective": collective}
-    top, make, key = ring_build(gpus, sim, memory_rows=memory_rows, latency=latency,
-                                bandwidth=bandwidth, engines=eparams,
-                                mcq_depth=mcq_depth, geometry=(params, nparams),
-                                charge_headers=charge_headers, faults=bool(fault_ports),
-                                topology=topology)
+    top, make, key = ring_build(ring)
     if not cxx_opt:
         cxx_opt = WAVES_CXX_OPT if wave_format and not os.environ.get("T3_CXX_OPT") else CXX_OPT
-    return RunPlan(sim, top, make, key, cxx_opt, tb, wave_format,
+    return RunPlan(sim, top, make, key, cxx_opt, tb, ring, wave_format,
                    ring_verilator_args(sim, nparams.linklayer))
 
 
@@ -708,7 +531,7 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     fails keeps it: the error names its log) unless ``wave`` needs its design.
     ``progress(line)`` sees the testbench's progress lines.  ``engines``: the GPU-side
     engines in the ring's RTL that make the GPUs' traffic (``True``: :func:`engine_params_for`
-    the ring, :data:`ENGINE_PARAMS` up to 16 GPUs; or an :class:`EngineParams`).
+    the ring, :data:`system.spec.ENGINE_PARAMS` up to 16 GPUs; or an :class:`EngineParams`).
     ``cxx_opt``: the Verilator model's C++ optimisation (default :data:`CXX_OPT`; with a
     ``wave``, :data:`WAVES_CXX_OPT` unless ``T3_CXX_OPT`` is set).
     ``timeline``: sample every GPU's timeline counters every that many
@@ -720,15 +543,16 @@ def run_config(spec, gpus, config, *, sim=None, seed=1, build_dir=None, wave=Non
     with a queue of the MCQ's depth + 16).  ``l2``: an :class:`l2.config.L2Params`: every node has an L2 of that
     geometry (the GEMM's inputs cached; :func:`sim.system.configure.allocate`), programmed
     with ``l2_config`` (an :class:`l2.config.L2Config`; default :data:`SYSTEM_L2_CONFIG`).
-    ``geometry``: ``(T3Params, NodeParams)`` in place of the system's (:func:`system_params`;
-    ``memory_rows``, ``mcq_depth``, ``dma_buffer`` and ``l2`` then do nothing; without it the adders handle
-    the workload's type only, :func:`run_formats`), e.g. the board's
+    ``geometry``: ``(T3Params, NodeParams)`` in place of the system's
+    (:func:`system.spec.node_for` the ring, its adders for the workload's type only,
+    :func:`run_formats`; ``memory_rows``, ``mcq_depth``, ``l2``, ``dma_buffer`` and
+    ``dram_scheduler`` are refused with it), e.g. the board's
     (:class:`system.board.BoardParams`).  ``charge_headers``: whether a link packet's header
-    costs link bandwidth (default :data:`sim.system.workload.LINK_CHARGES_HEADERS`: no, as the
+    costs link bandwidth (default :data:`system.spec.LINK_CHARGES_HEADERS`: no, as the
     paper's link model).  ``wave``: write a waveform there, in the format its suffix names
     (``.vcd`` or ``.fst``: :data:`sim.harness.runner.WAVE_FORMATS`); ``wave_scope``: of that
     instance of the ring and below only (``"gpu1"``, ``"gpu1.node.dma"``, ``"link0"``).
-    ``linklayer``: the nodes' link layer (``True``: :data:`RING_LINKLAYER`, or a
+    ``linklayer``: the nodes' link layer (``True``: :data:`system.spec.RING_LINKLAYER`, or a
     :class:`linklayer.config.LinkLayerParams`; ``result["linklayer"]`` sums its counters);
     ``faults``: ``{"rate": p, "kinds": ("drop", "flip", "dup")}``, faults injected at random
     on every link's beats and acknowledgements with probability ``p`` per beat

@@ -9,7 +9,7 @@ streams at a time, :attr:`sim.system.workload.GemmSpec.k_slice`, its engines bui
 beats per cycle), ``link_latency`` (cycles), ``link_headers`` (``charged``: a packet's header beat costs link bandwidth; ``free``: only
 the payload does, the paper's link model and the default), ``mcq_depth`` (the memory
 controller queue's entries), ``memory_rows``, ``l2_ways`` (the ways of every node's L2 in
-use, of the preset's L2 or :data:`sim.system.run.PAPER_L2`; 0: no L2), ``l2_mshrs`` and
+use, of the preset's L2 or :data:`system.spec.PAPER_L2`; 0: no L2), ``l2_mshrs`` and
 ``l2_depth`` (its MSHRs and the requests it takes in flight), ``dma_buffer`` (the DMA
 engine's payload buffer in beats: the tile reads it keeps in flight), ``dram_scheduler``
 (``in-order``, ``bank-parallel`` or ``fr-fcfs``: how the NMC unit schedules).  A point that
@@ -151,7 +151,8 @@ def _ring_kwargs(ring, base_ring):
     if "link_headers" in ring:
         out["charge_headers"] = ring["link_headers"] == "charged"
     if "l2_ways" in ring:
-        from sim.system.run import PAPER_L2, SYSTEM_L2_CONFIG
+        from sim.system.run import SYSTEM_L2_CONFIG
+        from system.spec import PAPER_L2
         ways = ring["l2_ways"]
         if ways == 0:
             out["l2"] = out["l2_config"] = None
@@ -164,7 +165,7 @@ def _ring_kwargs(ring, base_ring):
                                                    ways_used=ways)
     for name, field in (("l2_mshrs", "mshrs"), ("l2_depth", "depth")):
         if name in ring:
-            from sim.system.run import PAPER_L2
+            from system.spec import PAPER_L2
             if ring.get("l2_ways") == 0:
                 raise ValueError(f"{name} {ring[name]} with l2_ways 0: there is no L2")
             out["l2"] = dataclasses.replace(out.get("l2") or PAPER_L2, **{field: ring[name]})
@@ -173,22 +174,12 @@ def _ring_kwargs(ring, base_ring):
 
 def check_points(points, gpus, configs, base_ring):
     """Refuse a point the ring cannot run, naming it, before any job."""
-    from sim.system.run import (check_config, engine_params_for, engines_for, memory_rows_for,
-                                run_formats, system_params)
+    from sim.system.run import run_plan
     from sim.system.workload import GemmSpec
     for label, fields, ring in points:
         try:
-            kw = _ring_kwargs(ring, base_ring)
-            spec = GemmSpec(**fields)
-            params, nparams = system_params(kw.get("memory_rows") or
-                                            memory_rows_for(gpus, GemmSpec(**fields)),
-                                            kw.get("mcq_depth"), kw.get("l2"), gpus,
-                                            run_formats(spec), kw.get("dma_buffer"),
-                                            kw.get("dram_scheduler"))
-            eparams = engines_for(kw.get("engines", engine_params_for(gpus)), spec)
             for config in configs:
-                check_config(spec, gpus, config, params, nparams, eparams,
-                             kw.get("l2_config"))
+                run_plan(GemmSpec(**fields), gpus, config, **_ring_kwargs(ring, base_ring))
         except ValueError as error:
             raise ValueError(f"sweep point {label}: {error}") from None
 

@@ -43,6 +43,7 @@ import numpy as np
 from hw.interfaces import ELEM_BYTES
 from hw.params import check_int
 from nmc.model import lane_dtype
+from system.spec import LINK_BANDWIDTH
 from sim.system.driver import ETYPES
 
 
@@ -63,15 +64,6 @@ MODEL_HBM_BYTES_PER_CYCLE = 16.0
 #: Bandwidth and CU throughput scale factor (paper / model).
 SCALE = PAPER["hbm_bytes_per_cycle"] / MODEL_HBM_BYTES_PER_CYCLE
 
-#: Scaled link: 1.2 B/cycle = 3/80 of a 32-byte beat per cycle.
-LINK_BANDWIDTH = (3, 80)
-
-#: Whether a link packet's header beat costs link bandwidth.  The paper models the ring with
-#: "a simple link bandwidth and latency model" (section 5.1.1): the data a GPU sends takes
-#: link time, framing does not.  Charged, the CUs' write-combined remote stores (runs of a few
-#: beats, one header each) would pay about a third more link time than the DMA's tile packets
-#: for the same payload, which tilts the comparison towards T3 (``docs/paper.md``).
-LINK_CHARGES_HEADERS = False
 
 
 #: Elements of ``K`` a WG of the paper's GPU's library GEMMs stages at a time: CUTLASS's
