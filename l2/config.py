@@ -11,7 +11,7 @@ them), bypasses it.
 import dataclasses
 
 from hw.csr import Field, Reg, RegisterMap
-from hw.params import T3Params, check_int, check_pow2
+from hw.params import T3Params, check_int, check_params, check_pow2, param
 
 
 __all__ = ["L2Params", "Window", "L2Config", "l2_registers", "STATUS", "CMD", "Status",
@@ -48,22 +48,17 @@ class L2Params:
     max_hit_latency : int
         The largest ``hit_latency`` the register may hold, :data:`PIPELINE_HIT_LATENCY` to 255.
     """
-    sets: int = 128
-    ways: int = 16
-    banks: int = 4
-    mshrs: int = 16
-    depth: int = 64
-    windows: int = 4
-    max_hit_latency: int = 64
+    sets: int = param(128, "sets", 1, 4096, pow2=True)
+    ways: int = param(16, "ways per set", 1, 32)
+    banks: int = param(4, "banks (at most sets)", 1, 4096, pow2=True)
+    mshrs: int = param(16, "misses in flight", 1, 256)
+    depth: int = param(64, "requests in flight", 4, 1024)
+    windows: int = param(4, "cached address windows", 1, 8)
+    max_hit_latency: int = param(64, "the largest hit_latency", PIPELINE_HIT_LATENCY, 255)
 
     def __post_init__(self):
-        check_pow2("sets", self.sets, 1, 4096)
-        check_int("ways", self.ways, 1, 32)
+        check_params(self)
         check_pow2("banks", self.banks, 1, self.sets)
-        check_int("mshrs", self.mshrs, 1, 256)
-        check_int("depth", self.depth, 4, 1024)
-        check_int("windows", self.windows, 1, 8)
-        check_int("max_hit_latency", self.max_hit_latency, PIPELINE_HIT_LATENCY, 255)
 
     @property
     def capacity_beats(self):

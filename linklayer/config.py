@@ -24,7 +24,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
 from hw.csr import Field, Reg, RegisterMap
-from hw.params import T3Params, check_int, check_pow2
+from hw.params import T3Params, check_int, check_params, check_pow2, param
 
 
 __all__ = ["LinkLayerParams", "ack_signature", "beat_record", "packet_crc", "ack_crc",
@@ -62,22 +62,21 @@ class LinkLayerParams:
         (a lost trailer or a lost acknowledgement ends this way).
     """
 
-    seq_bits: int = 12
-    max_packet_beats: int = 64
-    replay_beats: int = 256
-    replay_packets: int = 32
-    rx_beats: int = 256
-    timeout: int = 2048
+    seq_bits: int = param(12, "sequence number width", 4, 15)
+    max_packet_beats: int = param(64, "longest packet in beats (at most replay_beats and half "
+                                      "of rx_beats)", 1, 1 << 15)
+    replay_beats: int = param(256, "the sender's replay buffer in beats", 4, 1 << 16, pow2=True)
+    replay_packets: int = param(32, "packets the replay buffer holds (at most "
+                                    "2**(seq_bits - 1))", 1, 1 << 14, pow2=True)
+    rx_beats: int = param(256, "the receiver's buffer in beats", 4, 1 << 16, pow2=True)
+    timeout: int = param(2048, "cycles without an acknowledgement before a replay", 16, 1 << 24)
 
     def __post_init__(self):
-        check_int("seq_bits", self.seq_bits, 4, 15)
-        check_pow2("replay_beats", self.replay_beats, 4, 1 << 16)
-        check_pow2("rx_beats", self.rx_beats, 4, 1 << 16)
+        check_params(self)
         check_pow2("replay_packets", self.replay_packets, 1, 1 << (self.seq_bits - 1))
         check_int("max_packet_beats", self.max_packet_beats, 1,
                   min(self.replay_beats, self.rx_beats // 2),
                   note="at most replay_beats and half of rx_beats")
-        check_int("timeout", self.timeout, 16, 1 << 24)
 
     @staticmethod
     def round_trip_beats(latency, num, den, max_packet_beats):

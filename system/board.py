@@ -23,7 +23,7 @@ from amaranth.lib.wiring import In, Out, connect
 from hw.axil import AXILiteDecoder, AXILiteToCSR
 from hw.csr import Field, Reg, RegisterFile, RegisterMap, csr_signature
 from hw.ecp5 import ECP5PLL, ecp5_global, pll_config
-from hw.params import T3Params, check_int
+from hw.params import T3Params, check_int, check_params, param
 from hw.uart import UARTBridge, bridge_status_layout
 from mc_arbiter.config import ArbiterParams
 from nmc.config import NMCParams
@@ -70,23 +70,22 @@ class BoardParams:
     compares and forwarding; the board's GEMM needs one way), engines of two WG slots and a
     512-beat memory, joined by the simulation system's scaled links (64 cycles, 1.2 bytes per
     cycle: :data:`system.spec.LINK_LATENCY`, :data:`system.spec.LINK_BANDWIDTH`)."""
-    gpus: int = 2
+    gpus: int = param(2, "GPUs on the board", 2, 16)
     beat_bits: int = 128
     formats: tuple = ("fp16",)
     engine_formats: tuple = ()
     memory_rows: int = 2
-    tracker_ways: int = 2
+    tracker_ways: int = param(2, "Tracker ways per set", 1, 8)
     engine: EngineParams = EngineParams(local_beats=512, slots=2, buffer_beats=64, pending=64)
     link_latency: int = 64
     link_num: int = 3
     link_den: int = 40
     clock_hz: int = 50_000_000
-    baud: int = 115_200
+    baud: int = 115_200                 # its range is clock_hz's: checked below
 
     def __post_init__(self):
         from system.ring import check_ring
-        check_int("gpus", self.gpus, 2, 16)
-        check_int("tracker_ways", self.tracker_ways, 1, 8)
+        check_params(self)
         pll_config(OSCILLATOR_HZ, self.clock_hz)        # one the PLL makes, or refused
         check_int("baud", self.baud, 1_200, self.clock_hz // 4)
         object.__setattr__(self, "formats", tuple(self.formats))

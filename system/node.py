@@ -34,7 +34,7 @@ from tracker.rtl import Tracker
 from hw.axil import AXILiteToCSR, CSRDecoder, axil_signature
 from hw.csr import Field, Reg, RegisterFile, RegisterMap, count, csr_signature
 from hw.interfaces import Op, Stream, link_signature, request_signature, response_signature
-from hw.params import T3Params, check_int
+from hw.params import T3Params, check_params, param
 from hw.pipeline import SkidBuffer, WriteAheadFIFO
 from linklayer.config import LinkLayerParams, ack_signature, link_registers
 from linklayer.rtl import LinkLayer
@@ -77,7 +77,7 @@ class NodeParams:
     dma: DMAParams = DMAParams(trigger_depth=512)
     #: posted remote stores buffered between the CUs and the link (beats): a GPU's fabric
     #: takes a CU's remote stores without holding up its other accesses while the link drains
-    remote_buffer: int = 256
+    remote_buffer: int = param(256, "posted remote stores buffered, beats", 2, 4096)
     #: the GPU's L2 between the CUs' local accesses and the memory controller (``docs/l2.md``),
     #: or ``None``: none, the CUs' requests reach the arbiter as they are
     l2: L2Params = None
@@ -86,7 +86,7 @@ class NodeParams:
     linklayer: LinkLayerParams = None
 
     def __post_init__(self):
-        check_int("remote_buffer", self.remote_buffer, 2, 4096)
+        check_params(self)
         if self.l2 is not None and not isinstance(self.l2, L2Params):
             raise ValueError(f"l2 must be an L2Params or None, not {self.l2!r}")
         if self.linklayer is not None:

@@ -49,7 +49,7 @@ import enum
 from amaranth.lib import data
 
 from hw.csr import Field, Reg, RegisterMap
-from hw.params import T3Params, check_int
+from hw.params import T3Params, check_params, param
 
 
 __all__ = ["EngineParams", "Kernel", "wg_layout", "OFFSET_BITS", "step_layout", "desc_beats",
@@ -87,17 +87,14 @@ class EngineParams:
         documentation); off: the engine has no ``k_slices`` register and a WG reads its whole
         panels before it computes.
     """
-    local_beats: int = 2048
-    slots: int = 8
-    buffer_beats: int = 512
-    pending: int = 256
+    local_beats: int = param(2048, "beats of the local memory", 16, 65536)
+    slots: int = param(8, "WGs in flight", 1, 16)
+    buffer_beats: int = param(512, "beats of a step's buffers", 4, 4096)
+    pending: int = param(256, "requests awaiting their response", 4, 1024)
     streaming: bool = False
 
     def __post_init__(self):
-        check_int("local_beats", self.local_beats, 16, 65536)
-        check_int("slots", self.slots, 1, 16)
-        check_int("buffer_beats", self.buffer_beats, 4, 4096)
-        check_int("pending", self.pending, 4, 1024)
+        check_params(self)
         if not isinstance(self.streaming, bool):
             raise ValueError(f"streaming must be True or False, not {self.streaming!r}")
 
