@@ -26,9 +26,11 @@ import sys
 LIMIT_MHZ = 100
 
 DEFAULT_BLOCKS = ("tracker", "mc_arbiter", "dma", "nmc")
-#: every design the benchmark places (the node with ``--blocks node``: tens of minutes;
-#: ``node-l2``, the paper rings' node with its L2, longer; ``board``, the ULX3S bitstream)
-KNOWN = DEFAULT_BLOCKS + ("node", "node-l2", "board")
+#: every design the benchmark places: every block of the node's registry
+#: (:data:`system.blocks.BLOCKS`: the four T3 blocks, the L2 and the link layer), the node
+#: with ``--blocks node`` (tens of minutes), ``node-l2`` (the paper rings' node with its L2,
+#: longer) and ``board`` (the ULX3S bitstream)
+KNOWN = DEFAULT_BLOCKS + ("l2", "linklayer", "node", "node-l2", "board")
 
 
 def build(name):
@@ -36,23 +38,11 @@ def build(name):
     ``t3 synth ecp5 NAME`` builds with no options (its options default to these dataclasses'
     fields; ``tests/test_pnr.py`` checks the two agree)."""
     from hw.params import T3Params
+    from system.blocks import BLOCKS
     from system.spec import PAPER_L2, node_for
-    if name == "tracker":
-        from tracker.config import TrackerParams
-        from tracker.rtl import Tracker
-        return Tracker(T3Params(), TrackerParams()), "t3_tracker"
-    if name == "mc_arbiter":
-        from mc_arbiter.config import ArbiterParams
-        from mc_arbiter.rtl import MCArbiter
-        return MCArbiter(T3Params(), ArbiterParams()), "t3_mc_arbiter"
-    if name == "dma":
-        from dma.config import DMAParams
-        from dma.rtl import DMAEngine
-        return DMAEngine(T3Params(), DMAParams()), "t3_dma"
-    if name == "nmc":
-        from nmc.config import NMCParams
-        from nmc.rtl import NMCUnit
-        return NMCUnit(T3Params(), NMCParams()), "t3_nmc"
+    if name in BLOCKS:
+        block = BLOCKS[name]
+        return block.build(T3Params(), block.default_params()), block.top
     if name in ("node", "node-l2"):
         from system.node import GPUNode
         l2 = PAPER_L2 if name == "node-l2" else None

@@ -27,8 +27,6 @@ from l2.rtl import L2Cache
 from mc_arbiter.config import ArbiterParams
 from mc_arbiter.rtl import MCArbiter
 from nmc.config import NMCParams
-from nmc.frfcfs import FRFCFSUnit
-from nmc.rtl import NMCUnit
 from tracker.config import TrackerParams
 from tracker.rtl import Tracker
 from hw.axil import AXILiteToCSR, CSRDecoder, axil_signature
@@ -36,8 +34,9 @@ from hw.csr import Field, Reg, RegisterFile, RegisterMap, count, csr_signature
 from hw.interfaces import Op, Stream, link_signature, request_signature, response_signature
 from hw.params import T3Params, check_params, param
 from hw.pipeline import SkidBuffer, WriteAheadFIFO
-from linklayer.config import LinkLayerParams, ack_signature, link_registers
+from linklayer.config import LinkLayerParams, ack_signature
 from linklayer.rtl import LinkLayer
+from system.blocks import BLOCKS
 
 
 __all__ = ["NodeParams", "FRFCFS_IN_FLIGHT", "GPUNode", "node_registers", "block_registers", "BLOCK_ORDER",
@@ -121,19 +120,28 @@ class NodeParams:
         return self.nmc.capacity_beats * params.beat_bytes
 
     def to_dict(self):
-        return {"tracker": self.tracker.to_dict(), "arbiter": dataclasses.asdict(self.arbiter),
-                "nmc": self.nmc.to_dict(), "dma": self.dma.to_dict(),
-                "remote_buffer": self.remote_buffer,
-                "l2": self.l2.to_dict() if self.l2 is not None else None,
-                "linklayer": self.linklayer.to_dict() if self.linklayer is not None else None}
+        out = {}
+        for block in BLOCKS.values():
+            value = getattr(self, block.node_field)
+            out[block.node_field] = None if value is None else _as_dict(value)
+        return dict(out, remote_buffer=self.remote_buffer)
 
     @classmethod
     def from_dict(cls, d):
-        l2, ll = d.get("l2"), d.get("linklayer")
-        return cls(TrackerParams(**d["tracker"]), ArbiterParams(**d["arbiter"]),
-                   NMCParams.from_dict(d["nmc"]), DMAParams(**d["dma"]),
-                   d.get("remote_buffer", 256), L2Params(**l2) if l2 is not None else None,
-                   LinkLayerParams(**ll) if ll is not None else None)
+        blocks = {}
+        for block in BLOCKS.values():
+            value = d.get(block.node_field)
+            if value is not None:
+                make = getattr(block.params, "from_dict", None)
+                blocks[block.node_field] = make(value) if make else block.params(**value)
+            elif block.optional:
+                blocks[block.node_field] = None
+        return cls(**blocks, remote_buffer=d.get("remote_buffer", 256))
+
+
+def _as_dict(params):
+    """A block's parameters as JSON: their ``to_dict``, else their fields."""
+    return params.to_dict() if hasattr(params, "to_dict") else dataclasses.asdict(params)
 
 
 def node_registers():
@@ -156,21 +164,13 @@ def node_registers():
 
 def block_registers(params: T3Params, nparams: NodeParams):
     """``{block name: RegisterMap}`` of a node, without building the hardware (the driver
-    and the agents use it to address registers)."""
-    from dma.config import dma_registers
-    from mc_arbiter.config import arbiter_registers
-    from nmc.config import nmc_registers
-    from tracker.config import tracker_registers
-    from l2.config import l2_registers
-    blocks = {"node": node_registers(),
-              "tracker": tracker_registers(params, nparams.tracker),
-              "arbiter": arbiter_registers(nparams.arbiter),
-              "nmc": nmc_registers(params, nparams.nmc),
-              "dma": dma_registers(params, nparams.dma)}
-    if nparams.l2 is not None:
-        blocks["l2"] = l2_registers(params, nparams.l2)
-    if nparams.linklayer is not None:
-        blocks["link"] = link_registers(nparams.linklayer)
+    and the agents use it to address registers): the node's own and, in the order of their
+    windows, every block's it has (:data:`system.blocks.BLOCKS`)."""
+    blocks = {"node": node_registers()}
+    for block in BLOCKS.values():
+        bparams = getattr(nparams, block.node_field)
+        if bparams is not None:
+            blocks[block.window] = block.registers(params, bparams)
     return blocks
 
 
@@ -247,7 +247,7 @@ class GPUNode(wiring.Component):
         # an FR-FCFS unit holds the MCQ's requests until their column commands: the arbiter's
         # level counts them until then (``retire``)
         self.arbiter = MCArbiter(params, nparams.arbiter, retire=frfcfs)
-        self.nmc = FRFCFSUnit(params, nparams.nmc) if frfcfs else NMCUnit(params, nparams.nmc)
+        self.nmc = BLOCKS["nmc"].build(params, nparams.nmc)     # FR-FCFS or the NMCUnit
         self.dma = DMAEngine(params, nparams.dma)
         self.l2 = L2Cache(params, nparams.l2) if nparams.l2 is not None else None
         self.link = LinkLayer(params, nparams.linklayer) if nparams.linklayer is not None \

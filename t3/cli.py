@@ -35,11 +35,12 @@ from sim.harness.runner import SIMULATORS
 from sim.system.configure import CONFIGS
 from sim.system.run import COLLECTIVES
 from system.ring import MAX_GPUS, TOPOLOGIES
+from system.blocks import BLOCKS as NODE_BLOCKS
 from system.spec import FORMATS, MEMORY_ROWS
 from tracker.config import TrackerParams
 
 
-__all__ = ["main", "build_parser", "BLOCKS"]
+__all__ = ["main", "build_parser", "exportable"]
 
 
 def _seeds_arg(text):
@@ -167,12 +168,14 @@ def _param_args(parser, title, cls, names, dest_prefix=""):
     """One option per field ``names`` of the params dataclass ``cls``, its help, range and
     default the field's own (:func:`hw.params.param`); the default is left to the dataclass
     (``None`` here: the field is left out when the option is not given), and so is the range
-    check, which names the field."""
+    check, which names the field.  ``dest_prefix`` begins the options' names and
+    destinations (``link_``: ``--link-timeout``).  Returns the options' group."""
     from hw.params import param_help
     g = parser.add_argument_group(title)
     for name in names:
-        g.add_argument(f"--{name.replace('_', '-')}", dest=dest_prefix + name, type=int,
-                       default=None, help=param_help(cls, name))
+        g.add_argument(f"--{(dest_prefix + name).replace('_', '-')}", dest=dest_prefix + name,
+                       type=int, default=None, help=param_help(cls, name))
+    return g
 
 
 def _given(args, names, dest_prefix=""):
@@ -181,14 +184,15 @@ def _given(args, names, dest_prefix=""):
             if getattr(args, dest_prefix + n) is not None}
 
 
-#: The parameters each block's commands take as options (their help and range are the
+#: The system widths every block's commands take as options (their help and range are the
 #: fields' own, :func:`hw.params.param`).
-TRACKER_ARGS = ("sets", "ways", "regions", "count_bits")
 SYSTEM_ARGS = ("addr_bits", "wg_id_bits", "wf_id_bits")
-ARBITER_ARGS = ("depth", "calib_rows")
-NMC_ARGS = ("bank_groups", "banks", "columns", "rows", "resp_depth", "ahead_depth")
-DMA_ARGS = ("commands", "trigger_depth", "buffer_beats", "max_granularity", "gpu_bits",
-            "len_bits")
+
+
+def param_fields(cls):
+    """The fields of params dataclass ``cls`` declared with :func:`hw.params.param`: the
+    options of a block's commands, in the fields' order."""
+    return tuple(f.name for f in dataclasses.fields(cls) if "doc" in f.metadata)
 
 
 def _system_args(parser):
@@ -200,65 +204,49 @@ def _params(args):
 
 
 def _tracker_args(parser):
-    _param_args(parser, "Tracker geometry", TrackerParams, TRACKER_ARGS)
+    _param_args(parser, "Tracker geometry", TrackerParams, param_fields(TrackerParams))
 
 
 def _tparams(args):
-    return TrackerParams(**_given(args, TRACKER_ARGS))
+    return TrackerParams(**_given(args, param_fields(TrackerParams)))
 
 
-def _tracker(args):
-    from tracker.rtl import Tracker
-    return Tracker(_params(args), _tparams(args))
+def _block_args(block):
+    """``t3 export``'s and ``t3 synth``'s options for ``block`` (a
+    :class:`system.blocks.Block`): one per field of its parameters (:func:`param_fields`) and
+    per field of its ``choices``, and the arbiter's ``--mcq-ram``."""
+    def add(parser):
+        prefix = block.option_prefix
+        group = _param_args(parser, f"{block.name} parameters", block.params,
+                            param_fields(block.params), prefix)
+        for name, values in block.choices:
+            default = getattr(block.params(), name)
+            group.add_argument(f"--{(prefix + name).replace('_', '-')}", dest=prefix + name,
+                               choices=values, default=None,
+                               help=f"one of {', '.join(values)} (default {default}; "
+                                    f"{block.doc})")
+        if block.name == "mc_arbiter":
+            group.add_argument(
+                "--mcq-ram", choices=("lut", "block"), default=None,
+                help="where the MCQ's entries are kept, cycle for cycle the same: LUT RAM or "
+                     "block RAM (default: LUT RAM up to 64 entries, block RAM above and on an "
+                     "iCE40, which has no LUT RAM)")
+    return add
 
 
-def _arbiter_args(parser):
-    from mc_arbiter.config import ArbiterParams
-    group = _param_args(parser, "MC arbiter geometry", ArbiterParams, ARBITER_ARGS)
-    (group or parser).add_argument(
-        "--mcq-ram", choices=("lut", "block"), default=None,
-        help="where the MCQ's entries are kept, cycle for cycle the same: LUT RAM or block RAM "
-             "(default: LUT RAM up to 64 entries, block RAM above and on an iCE40, which has "
-             "no LUT RAM)")
-
-
-def _arbiter(args):
-    from mc_arbiter.config import ArbiterParams
-    from mc_arbiter.rtl import MCArbiter
-    mcq_ram = args.mcq_ram
-    if mcq_ram is None and getattr(args, "target", None) in ("hx8k", "up5k"):
-        mcq_ram = "block"
-    return MCArbiter(_params(args), ArbiterParams(**_given(args, ARBITER_ARGS)), mcq_ram)
-
-
-def _nmc_args(parser):
-    from nmc.config import SCHEDULERS, NMCParams
-    group = _param_args(parser, "HBM2 pseudo-channel", NMCParams, NMC_ARGS)
-    (group or parser).add_argument(
-        "--scheduler", choices=SCHEDULERS, default=None,
-        help="row commands for the head command only (in-order, the default), for every "
-             "bank's oldest command, announced on an ahead port (bank-parallel), or a queue "
-             "of --resp-depth commands whose row hits go first (fr-fcfs; docs/nmc.md)")
-
-
-def _nmc(args):
-    from nmc.config import NMCParams
-    from nmc.frfcfs import FRFCFSUnit
-    from nmc.rtl import NMCUnit
-    extra = {"scheduler": args.scheduler} if getattr(args, "scheduler", None) else {}
-    nparams = NMCParams(**_given(args, NMC_ARGS), **extra)
-    return (FRFCFSUnit if nparams.scheduler == "fr-fcfs" else NMCUnit)(_params(args), nparams)
-
-
-def _dma_args(parser):
-    from dma.config import DMAParams
-    _param_args(parser, "DMA engine", DMAParams, DMA_ARGS)
-
-
-def _dma(args):
-    from dma.config import DMAParams
-    from dma.rtl import DMAEngine
-    return DMAEngine(_params(args), DMAParams(**_given(args, DMA_ARGS)))
+def _block_build(block):
+    """The constructor of ``block`` from its commands' options (:func:`_block_args`)."""
+    def build(args):
+        fields = _given(args, param_fields(block.params) + tuple(n for n, _ in block.choices),
+                        block.option_prefix)
+        options = {}
+        if block.name == "mc_arbiter":
+            mcq_ram = args.mcq_ram
+            if mcq_ram is None and getattr(args, "target", None) in ("hx8k", "up5k"):
+                mcq_ram = "block"
+            options["mcq_ram"] = mcq_ram
+        return block.build(_params(args), block.params(**fields), **options)
+    return build
 
 
 def _node_args(parser):
@@ -352,21 +340,21 @@ def _ring(args):
     return _ring_spec(args).build()
 
 
-#: name -> (Verilog module name, argument adder, constructor from parsed arguments)
-BLOCKS = {
-    "tracker": ("t3_tracker", _tracker_args, _tracker),
-    "mc_arbiter": ("t3_mc_arbiter", _arbiter_args, _arbiter),
-    "nmc": ("t3_nmc", _nmc_args, _nmc),
-    "dma": ("t3_dma", _dma_args, _dma),
-    "node": ("t3_node", _node_args, _node),
-    "gpu": ("t3_gpu", _node_args, _gpu),
-    "ring": ("t3_ring", _ring_args, _ring),
-}
+def exportable():
+    """``{name: (Verilog module name, argument adder, constructor from parsed arguments)}`` of
+    what ``t3 export`` and ``t3 synth`` build: every block of the node's registry
+    (:data:`system.blocks.BLOCKS`, as it is when the parser is built), the node, the GPU and
+    the ring."""
+    return {**{name: (block.top, _block_args(block), _block_build(block))
+               for name, block in NODE_BLOCKS.items()},
+            "node": ("t3_node", _node_args, _node),
+            "gpu": ("t3_gpu", _node_args, _gpu),
+            "ring": ("t3_ring", _ring_args, _ring)}
 
 
 def cmd_export(args):
     from hw.export import write_verilog
-    top_name, _, build = BLOCKS[args.block]
+    top_name, _, build = exportable()[args.block]
     component = build(args)
     path = write_verilog(component, top_name, args.out)
     print(f"wrote {path}")
@@ -383,7 +371,7 @@ def cmd_synth(args):
     import json
     from concurrent.futures import ThreadPoolExecutor
     from hw.pnr import TARGETS, DoesNotFit, TimedOut, place_and_route
-    top_name, _, build = BLOCKS[args.block]
+    top_name, _, build = exportable()[args.block]
     component = build(args)
     how = "its ports on two pins" if TARGETS[args.target].wrap else "out of context"
     print(f"T3 synth: {top_name} on {TARGETS[args.target].device}, {how}, asking "
@@ -1016,6 +1004,10 @@ def _freq_arg(text):
     return value
 
 
+#: ``t3 bench``'s figures: each a module of ``benchmarks/`` with a ``main``.
+BENCHMARKS = ("tracker", "mc_arbiter", "nmc", "dma", "linklayer", "system", "fpga")
+
+
 def cmd_bench(args):
     import importlib
     bench = importlib.import_module(f"benchmarks.{args.block}")
@@ -1079,7 +1071,7 @@ def build_parser():
 
     export = sub.add_parser("export", help="write a block's Verilog")
     export_sub = export.add_subparsers(dest="block", required=True)
-    for name, (top, add_args, _) in BLOCKS.items():
+    for name, (top, add_args, _) in exportable().items():
         p = export_sub.add_parser(name, help=f"module {top}")
         p.add_argument("--out", required=True, metavar="DIR", type=_folder_arg,
                        help="output folder (made if missing)")
@@ -1111,7 +1103,7 @@ def build_parser():
         how = "its ports on two pins" if t.wrap else "out of context"
         synth_sub = targets.add_parser(target, help=f"a block on an {t.device}, {how}") \
             .add_subparsers(dest="block", required=True)
-        for name, (top, add_args, _) in BLOCKS.items():
+        for name, (top, add_args, _) in exportable().items():
             p = synth_sub.add_parser(name, help=f"module {top}")
             p.add_argument("--freq", type=_freq_arg, default=100.0, metavar="MHZ",
                            help="the clock asked of place and route (default 100)")
@@ -1287,8 +1279,7 @@ def build_parser():
     sweep.set_defaults(func=cmd_sweep)
 
     bench = sub.add_parser("bench", help="print a block's figures")
-    bench.add_argument("block", choices=sorted(set(BLOCKS) - {"node", "gpu", "ring"} |
-                                               {"system", "fpga", "linklayer"}))
+    bench.add_argument("block", choices=BENCHMARKS)
     bench.add_argument("--blocks", type=_blocks_arg,
                        help="fpga: comma-separated blocks to place and route (default "
                             "tracker,mc_arbiter,dma,nmc; node, node-l2 with the paper "

@@ -15,35 +15,6 @@ __all__ = ["PAGES", "BEGIN", "END", "documented", "refresh"]
 BEGIN, END = "<!-- registers:begin -->\n", "\n<!-- registers:end -->"
 
 
-def _tracker():
-    from hw.params import T3Params
-    from tracker.config import TrackerParams, tracker_registers
-    return tracker_registers(T3Params(), TrackerParams())
-
-
-def _arbiter():
-    from mc_arbiter.config import ArbiterParams, arbiter_registers
-    return arbiter_registers(ArbiterParams())
-
-
-def _nmc():
-    from hw.params import T3Params
-    from nmc.config import NMCParams, nmc_registers
-    return nmc_registers(T3Params(), NMCParams())
-
-
-def _dma():
-    from dma.config import DMAParams, dma_registers
-    from hw.params import T3Params
-    return dma_registers(T3Params(), DMAParams())
-
-
-def _l2():
-    from hw.params import T3Params
-    from l2.config import L2Params, l2_registers
-    return l2_registers(T3Params(), L2Params())
-
-
 def _node():
     from system.node import node_registers
     return node_registers()
@@ -55,20 +26,23 @@ def _engine():
     return engine_registers(T3Params(), EngineParams(streaming=True))   # k_slices too
 
 
-def _link():
-    from linklayer.config import LinkLayerParams, link_registers
-    return link_registers(LinkLayerParams())
-
-
 def _board():
     from system.board import BoardParams, board_registers
     return board_registers(BoardParams())
 
 
-#: Page (relative to the repository) -> the register file it documents (default geometry).
-PAGES = {"docs/tracker.md": _tracker, "docs/mc_arbiter.md": _arbiter, "docs/nmc.md": _nmc,
-         "docs/dma.md": _dma, "docs/l2.md": _l2, "docs/system.md": _node, "docs/engine.md": _engine,
-         "docs/fpga.md": _board, "docs/linklayer.md": _link}
+def _pages():
+    from system.blocks import BLOCKS, default_register_map
+    pages = {block.doc: (lambda block=block: default_register_map(block))
+             for block in BLOCKS.values()}
+    return dict(pages, **{"docs/system.md": _node, "docs/engine.md": _engine,
+                          "docs/fpga.md": _board})
+
+
+#: Page (relative to the repository) -> the register file it documents (default geometry):
+#: every block's page (:data:`system.blocks.BLOCKS`), the node's, the engine's and the
+#: board's.
+PAGES = _pages()
 
 #: The repository's root.
 ROOT = Path(__file__).resolve().parent.parent

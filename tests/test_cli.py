@@ -568,14 +568,14 @@ def test_a_block_parameter_option_says_what_its_field_declares(capsys):
     help is :func:`hw.params.param_help`'s, and ``t3 export`` of the block refuses a value
     out of range naming the field, before any build."""
     import dataclasses
-    from t3.cli import build_parser, TRACKER_ARGS, SYSTEM_ARGS
+    from t3.cli import build_parser, param_fields, SYSTEM_ARGS
     from hw.params import T3Params, param_help
     from tracker.config import TrackerParams
     seen = {}
     for path, action in _commands(build_parser()):
         if path == ("export", "tracker"):
             seen[action.dest] = action.help
-    for cls, names in ((TrackerParams, TRACKER_ARGS), (T3Params, SYSTEM_ARGS)):
+    for cls, names in ((TrackerParams, param_fields(TrackerParams)), (T3Params, SYSTEM_ARGS)):
         for name in names:
             assert seen[name] == param_help(cls, name), name
     hi = {f.name: f.metadata["hi"] for f in dataclasses.fields(TrackerParams)}["ways"]

@@ -122,7 +122,7 @@ def test_block_fmax_stays_above_its_floor(block, t3_options):
 CLI_OPTIONS = {"node-l2": ("node", ["--l2"])}
 
 
-@pytest.mark.parametrize("block", sorted(FLOORS) + sorted(CLI_OPTIONS))
+@pytest.mark.parametrize("block", sorted(FLOORS) + ["l2", "linklayer"] + sorted(CLI_OPTIONS))
 def test_the_benchmark_places_what_t3_synth_builds(block):
     """``t3 bench fpga`` builds each block from its dataclasses' defaults (the benchmarks stand
     below ``t3``); ``t3 synth ecp5 BLOCK`` with no options (``node-l2``: ``node --l2``) must
@@ -133,9 +133,9 @@ def test_the_benchmark_places_what_t3_synth_builds(block):
     import warnings
     from amaranth.hdl import UnusedElaboratable
     from benchmarks.fpga import build
-    from t3.cli import BLOCKS, _system_args
+    from t3.cli import _system_args, exportable
     name, argv = CLI_OPTIONS.get(block, (block, []))
-    cli_top, add_args, make = BLOCKS[name]
+    cli_top, add_args, make = exportable()[name]
     parser = argparse.ArgumentParser()
     _system_args(parser)
     add_args(parser)
@@ -156,7 +156,7 @@ def test_the_benchmark_places_what_t3_synth_builds(block):
 def test_the_benchmark_refuses_an_unknown_block():
     from benchmarks.fpga import build
     with pytest.raises(ValueError, match="block must be one of tracker, mc_arbiter, dma, nmc, "
-                                         "node, node-l2, board, not 'ring'"):
+                                         "l2, linklayer, node, node-l2, board, not 'ring'"):
         build("ring")
 
 
