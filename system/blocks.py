@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The blocks of a GPU node, as entries of one registry (:data:`BLOCKS`).
 
 Each entry names what the rest of the project needs of a block: its package, its Verilog
@@ -7,6 +8,9 @@ module when exported alone, its parameters' dataclass (whose fields declared wit
 configuration space, how to build it and its register map, and its documentation page.  The
 node's registers, ``NodeParams``' round trip through JSON, ``t3 export``, ``t3 synth``,
 ``t3 docs`` and the layout test iterate it.
+
+(The components its builders make are the command line's and the benchmarks', which may refuse
+them before they are elaborated: the file's first line keeps Amaranth from warning of them.)
 
 Adding a block: its package (RTL, golden model, config with its params and registers, tests),
 an entry here, and in ``system/node.py`` its ``NodeParams`` field, its window in

@@ -112,7 +112,7 @@ def test_t3_bench_offers_every_benchmark():
     import importlib
     import pkgutil
     import benchmarks
-    from t3.cli import BENCHMARKS
+    from t3.commands.bench import BENCHMARKS
     found = {m.name for m in pkgutil.iter_modules(benchmarks.__path__)
              if hasattr(importlib.import_module(f"benchmarks.{m.name}"), "main")}
     assert found == set(BENCHMARKS)

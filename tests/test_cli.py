@@ -108,10 +108,10 @@ def test_a_presets_scale_sizes_its_gpu():
     same ring settings."""
     import argparse
     from sim.system.cases import case_setup
-    from t3.cli import _workload
+    from t3.options import workload_and_ring
     args = argparse.Namespace(gpus=None, preset="T-NLG-FC-1-TP16", m=None, n=None, k=None,
                               dtype=None, scale=0.5)
-    spec, ring = _workload(args)
+    spec, ring = workload_and_ring(args)
     paper_spec, gpus, latency = case_setup("T-NLG-FC-1-TP16", 0.5)
     assert spec == paper_spec and spec.cus == 4 and args.gpus == gpus == 16
     assert ring["latency"] == latency
@@ -155,8 +155,8 @@ def test_run_refuses_bad_workloads(args, message, capsys):
     (["demo", "--tile-elems", "24"], "argument --tile-elems: must be a multiple of 16, not 24"),
     (["demo", "--sim", "icarus", "--wave", "{tmp}/w.vcd"], "icarus writes FST"),
     (["bench", "fpga", "--blocks", "tracker,ring"],
-     "argument --blocks: blocks: 'ring' is not one of tracker, mc_arbiter, dma, nmc, node, "
-     "node-l2, board"),
+     "argument --blocks: blocks: 'ring' is not one of tracker, mc_arbiter, dma, nmc, l2, "
+     "linklayer, node, node-l2, board"),
     (["synth", "ecp5", "tracker", "--freq", "nan"],
      "argument --freq: must be a number of MHz in (0, 1000], not 'nan'"),
     (["synth", "hx8k", "dma", "--freq", "0"],
@@ -369,7 +369,8 @@ def test_export_ring_is_the_ring_t3_run_simulates(tmp_path):
     from hw.export import verilog_text
     from sim.system.run import run_plan
     from sim.system.workload import workload_spec
-    from t3.cli import _ring_spec, build_parser
+    from t3.cli import build_parser
+    from t3.commands.export import ring_spec
     assert main(["export", "ring", "--gpus", "2", "--engines", "--formats", "fp16",
                  "--out", str(tmp_path)]) == 0
     plan = run_plan(workload_spec(2), 2, "t3", sim="verilator", check=False)
@@ -378,7 +379,7 @@ def test_export_ring_is_the_ring_t3_run_simulates(tmp_path):
     assert text == verilog_text(plan.make(), "t3_ring")
 
     def exported(*options):
-        return _ring_spec(build_parser().parse_args(["export", "ring", "--out", str(tmp_path),
+        return ring_spec(build_parser().parse_args(["export", "ring", "--out", str(tmp_path),
                                                      "--engines", "--formats", "fp16",
                                                      *options]))
     for options, ring in ((["--gpus", "3"], {}),
@@ -568,7 +569,8 @@ def test_a_block_parameter_option_says_what_its_field_declares(capsys):
     help is :func:`hw.params.param_help`'s, and ``t3 export`` of the block refuses a value
     out of range naming the field, before any build."""
     import dataclasses
-    from t3.cli import build_parser, param_fields, SYSTEM_ARGS
+    from t3.cli import build_parser
+    from t3.options import SYSTEM_ARGS, param_fields
     from hw.params import T3Params, param_help
     from tracker.config import TrackerParams
     seen = {}

@@ -133,11 +133,12 @@ def test_the_benchmark_places_what_t3_synth_builds(block):
     import warnings
     from amaranth.hdl import UnusedElaboratable
     from benchmarks.fpga import build
-    from t3.cli import _system_args, exportable
+    from t3.commands.export import exportable
+    from t3.options import system_args
     name, argv = CLI_OPTIONS.get(block, (block, []))
     cli_top, add_args, make = exportable()[name]
     parser = argparse.ArgumentParser()
-    _system_args(parser)
+    system_args(parser)
     add_args(parser)
     ours, top = build(block)
     theirs = make(parser.parse_args(argv))
