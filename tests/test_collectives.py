@@ -216,7 +216,7 @@ def test_a_bad_topology_is_refused_by_name():
                                          r"integer inputs"):
         run_config(SPEC, GPUS, "t3", topology="mesh", collective="all-reduce")
     big = GemmSpec(n=16 * 18, inputs="integers", **SMALL)
-    with pytest.raises(ValueError, match=r"^gpus 18: collective all-reduce needs a remote "
-                                         r"window per other GPU, 17, and the DMA has at most 16 "
-                                         r"\(up to 17 GPUs\)$"):
+    with pytest.raises(ValueError, match=r"^gpus 18: a mesh has a link from every GPU to every "
+                                         r"other, and the system builds one of up to 17 GPUs "
+                                         r"\(its collectives' reach\)$"):
         run_config(big, 18, "t3", topology="mesh", collective="all-reduce")
