@@ -92,9 +92,9 @@ def select_configs(text):
     return tuple(c for c in RUNS if c in out)
 
 
-def check_cases(cases, scale, configs=RUNS):
-    """Refuse a case the rings cannot run, before any job (the ring size, the programming of
-    every run in ``configs``)."""
+def check_cases(cases, scale, configs=RUNS, sim=None):
+    """Refuse a case the rings cannot run on ``sim``, before any job (the ring size, the
+    programming of every run in ``configs``)."""
     from system.ring import MAX_GPUS
     from sim.system.run import run_plan
     scaled_cus(scale)
@@ -105,7 +105,7 @@ def check_cases(cases, scale, configs=RUNS):
                              f"has at most {MAX_GPUS}")
         for config in configs:
             try:
-                run_plan(spec, gpus, config, **preset_setup(spec, gpus))
+                run_plan(spec, gpus, config, sim=sim, **preset_setup(spec, gpus))
             except ValueError as error:
                 raise ValueError(f"case {name} ({config}): {error}") from None
 
@@ -185,7 +185,7 @@ def evaluate(cases=FIGURE16_CASES, configs=RUNS, *, scale=None, sim=None, cache=
     from sim.sweep import run_jobs
     scale = DEFAULT_SCALE if scale is None else scale
     if check:
-        check_cases(cases, scale, configs)
+        check_cases(cases, scale, configs, sim)
     reuse = recorded_twins(cases, recorded or {}, configs, scale)
     run = tuple(c for c in cases if c not in reuse)
     start = time.monotonic()

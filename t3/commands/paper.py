@@ -78,7 +78,7 @@ def cmd_paper(args):
                              "some, or section 6.4's tp32: a current record keeps the "
                              "others) and every run (the default --configs)")
     print("T3 paper: checking every run's programming ...", flush=True)
-    check_cases(cases, args.scale, configs)
+    check_cases(cases, args.scale, configs, args.sim)
     cus = scaled_cus(args.scale)
     recorded = None
     if args.record:                 # a case whose twin a current record holds runs nothing
